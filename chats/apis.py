@@ -1,0 +1,93 @@
+"""[C4] Chat routes: create, read, list and delete items."""
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chats.models import Chat, Item
+from chats.selectors import chat_for_participant, chat_items
+from chats.services import chat_create, chat_history_delete
+from openbot.auth import caller_of
+from openbot.clock import to_ms
+from openbot.errors import Forbidden
+from openbot.schema import ERRORS
+from openbot.serializers import StrictCharField, StrictSerializer
+
+
+class ChatOutput(serializers.Serializer):
+    id = serializers.CharField()
+    bot = serializers.CharField(source="bot_id")
+    organization = serializers.CharField(source="organization_id")
+    owner = serializers.CharField(source="owner_id")
+    channel = serializers.CharField(source="channel_id", allow_null=True)
+    test = serializers.BooleanField()
+    createdAt = serializers.SerializerMethodField()
+
+    def get_createdAt(self, chat: Chat) -> int:
+        return to_ms(chat.created_at)
+
+
+class ItemOutput(serializers.Serializer):
+    id = serializers.CharField(source="public_id")
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    app = serializers.CharField(allow_null=True)
+    tool = serializers.CharField(allow_null=True)
+    createdAt = serializers.SerializerMethodField()
+
+    def get_createdAt(self, item: Item) -> int:
+        return to_ms(item.created_at)
+
+
+def item_body(item: Item) -> dict[str, Any]:
+    return dict(ItemOutput(item).data)
+
+
+class ChatCreateApi(APIView):
+    class InputSerializer(StrictSerializer):
+        bot = StrictCharField(max_length=40)
+        channel = StrictCharField(max_length=40, required=False, allow_null=True)
+        test = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(request=InputSerializer, responses={201: ChatOutput, **ERRORS})
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        chat = chat_create(
+            caller=caller_of(request),
+            bot_id=data["bot"],
+            channel_id=data.get("channel"),
+            test=data["test"],
+        )
+        return Response(ChatOutput(chat).data, status=201)
+
+
+class ChatDetailApi(APIView):
+    @extend_schema(responses={200: ChatOutput, **ERRORS})
+    def get(self, request: Request, chat_id: str) -> Response:
+        chat = chat_for_participant(caller=caller_of(request), chat_id=chat_id)
+        return Response(ChatOutput(chat).data)
+
+
+class ChatItemsApi(APIView):
+    class ItemsOutput(serializers.Serializer):
+        items = ItemOutput(many=True)
+
+    @extend_schema(responses={200: ItemsOutput, **ERRORS})
+    def get(self, request: Request, chat_id: str) -> Response:
+        chat = chat_for_participant(caller=caller_of(request), chat_id=chat_id)
+        return Response({"items": [item_body(item) for item in chat_items(chat=chat)]})
+
+    @extend_schema(responses={204: OpenApiResponse(description="History deleted"), **ERRORS})
+    def delete(self, request: Request, chat_id: str) -> Response:
+        caller = caller_of(request)
+        chat = chat_for_participant(caller=caller, chat_id=chat_id)
+        if chat.owner_id != caller.person.id:
+            raise Forbidden("only the chat's owner may delete its history")
+        chat_history_delete(chat=chat)
+        return Response(status=204)

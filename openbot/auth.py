@@ -1,0 +1,46 @@
+"""[H2] Bearer-token authentication and the caller of a request."""
+
+from typing import Any
+
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from openbot.access import Caller
+from openbot.models import Membership, Token
+from openbot.services import token_hash
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer <token>` for a person who is still a member of its organization."""
+
+    def authenticate(self, request: Request) -> tuple[Any, Any] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != b"bearer":
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Authorization: expected 'Bearer <token>'")
+        try:
+            raw = header[1].decode()
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Authorization: invalid token") from None
+        token = (
+            Token.objects.select_related("person", "organization")
+            .filter(key_hash=token_hash(raw))
+            .first()
+        )
+        if (
+            token is None
+            or not Membership.objects.filter(
+                organization_id=token.organization_id, person_id=token.person_id
+            ).exists()
+        ):
+            raise exceptions.AuthenticationFailed("Authorization: invalid token")
+        return token.person, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return "Bearer"
+
+
+def caller_of(request: Request) -> Caller:
+    token: Token = request.auth  # type: ignore[assignment]
+    return Caller(person=token.person, organization=token.organization)

@@ -1,0 +1,104 @@
+"""One error shape for every route: `{"error": {"code", "message"[, "fields"]}}` [§8]."""
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+
+class ApplicationError(Exception):
+    """An error a service raises for the caller to see; its message must hold no content."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, fields: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+        if code:
+            self.code = code
+
+
+class NotFound(ApplicationError):
+    status = 404
+    code = "not_found"
+
+
+class Forbidden(ApplicationError):
+    status = 403
+    code = "forbidden"
+
+
+class Conflict(ApplicationError):
+    status = 409
+    code = "conflict"
+
+
+def invalid(field: str, message: str) -> ApplicationError:
+    """A 400 that names the field at fault."""
+    return ApplicationError(f"{field}: {message}", code="invalid", fields={field: [message]})
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    if isinstance(detail, dict):
+        out: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            name = key if not prefix else f"{prefix}.{key}"
+            if key == "non_field_errors":
+                name = prefix or "body"
+            out.update(_flatten(value, name))
+        return out
+    if isinstance(detail, list):
+        if detail and all(isinstance(item, str) for item in detail):
+            return {prefix or "body": [str(item) for item in detail]}
+        out = {}
+        for index, value in enumerate(detail):
+            out.update(_flatten(value, f"{prefix}[{index}]" if prefix else f"[{index}]"))
+        return out
+    return {prefix or "body": [str(detail)]}
+
+
+def _body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        return Response(_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        message = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items())
+        return Response(_body("invalid", message, fields), status=400)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(_body("too_large", "body: the request body is too large"), status=413)
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        return Response(
+            _body("unauthenticated", str(exc.detail)),
+            status=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if isinstance(exc, Http404):
+        return Response(_body("not_found", "not found"), status=404)
+    if isinstance(exc, exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else "error"
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if isinstance(exc, exceptions.ParseError):
+            message = f"body: {message}"
+        return Response(_body(str(code), str(message)), status=exc.status_code)
+    return None
+
+
+def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(_body("not_found", "not found"), status=404)
+
+
+def server_error_view(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(_body("server_error", "internal error"), status=500)

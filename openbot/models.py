@@ -1,0 +1,133 @@
+"""Tenancy: organizations, people, memberships, tokens, bots, grants, channels [H1–H6]."""
+
+from django.db import models
+
+from openbot import ids
+
+
+class Organization(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=ids.organization_id)
+    name = models.CharField(max_length=200)
+    # [H1] Org settings for the memory bot.
+    bot_memory = models.BooleanField(default=True)
+    bot_memory_model = models.CharField(max_length=200, null=True, blank=True, default=None)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Person(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=ids.person_id)
+    name = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # DRF's IsAuthenticated asks the authenticated principal this.
+    is_authenticated = True
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        MEMBER = "member"
+        ADMIN = "admin"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    person = models.ForeignKey(Person, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "person"], name="one_membership")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.person_id} in {self.organization_id} ({self.role})"
+
+
+class Token(models.Model):
+    """[H2] A bearer token for one person in one organization; only its hash is stored."""
+
+    key_hash = models.CharField(max_length=64, unique=True)
+    person = models.ForeignKey(Person, on_delete=models.CASCADE)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"token {self.pk} of {self.person_id} in {self.organization_id}"
+
+
+class Bot(models.Model):
+    """[H3, H4] A bot of one organization; a linked bot points at the bot it shares."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=ids.bot_id)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    name = models.CharField(max_length=200, blank=True, default="")
+    source = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="links"
+    )
+    # The bot's own model ("<provider>:<model>"), used to answer in chats.
+    model = models.CharField(max_length=200, default="offline:extractive")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def pool_bot_id(self) -> str:
+        """[H4] The bot whose memory pool this bot uses."""
+        return self.source_id or self.id
+
+
+class Grant(models.Model):
+    class Level(models.TextChoices):
+        READ = "read"
+        WRITE = "write"
+
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="grants")
+    level = models.CharField(max_length=5, choices=Level.choices)
+    person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.CASCADE)
+    organization = models.ForeignKey(Organization, null=True, blank=True, on_delete=models.CASCADE)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(person__isnull=False, organization__isnull=True)
+                    | models.Q(person__isnull=True, organization__isnull=False)
+                ),
+                name="grant_to_person_or_organization",
+            ),
+            models.UniqueConstraint(fields=["bot", "person"], name="one_person_grant"),
+            models.UniqueConstraint(fields=["bot", "organization"], name="one_org_grant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.level} on {self.bot_id} for {self.person_id or self.organization_id}"
+
+
+class Channel(models.Model):
+    """[H5] A group of people in one organization; membership changes at any time."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=ids.channel_id)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    name = models.CharField(max_length=200, blank=True, default="")
+    members = models.ManyToManyField(Person, through="ChannelMember", related_name="channels")
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class ChannelMember(models.Model):
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE)
+    person = models.ForeignKey(Person, on_delete=models.CASCADE)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "person"], name="one_channel_membership")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.person_id} in {self.channel_id}"

@@ -1,0 +1,167 @@
+"""Writes for tenancy: provisioning used by the management commands and the tests."""
+
+import hashlib
+import secrets
+
+from django.db import transaction
+
+from openbot.errors import ApplicationError, NotFound
+from openbot.models import (
+    Bot,
+    Channel,
+    ChannelMember,
+    Grant,
+    Membership,
+    Organization,
+    Person,
+    Token,
+)
+
+
+def token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@transaction.atomic
+def organization_create(*, name: str) -> Organization:
+    """Create an organization with default settings [H1]."""
+    return Organization.objects.create(name=name)
+
+
+@transaction.atomic
+def person_create(*, organization: Organization, name: str = "", admin: bool = False) -> Person:
+    """Create a person who is a member (or admin) of `organization`."""
+    person = Person.objects.create(name=name)
+    role = Membership.Role.ADMIN if admin else Membership.Role.MEMBER
+    Membership.objects.create(organization=organization, person=person, role=role)
+    return person
+
+
+@transaction.atomic
+def membership_add(*, organization: Organization, person: Person, admin: bool = False) -> None:
+    """Make `person` a member of `organization` (idempotent; `admin` upgrades the role)."""
+    membership, _ = Membership.objects.get_or_create(organization=organization, person=person)
+    if admin and membership.role != Membership.Role.ADMIN:
+        membership.role = Membership.Role.ADMIN
+        membership.save(update_fields=["role"])
+
+
+@transaction.atomic
+def token_create(*, person: Person, organization: Organization) -> str:
+    """[H2] Issue a token; the raw value is returned once and only its hash is stored."""
+    if not Membership.objects.filter(organization=organization, person=person).exists():
+        raise ApplicationError(
+            f"person: {person.id} is not a member of {organization.id}",
+            fields={"person": ["not a member of the organization"]},
+        )
+    raw = f"obt_{secrets.token_urlsafe(32)}"
+    Token.objects.create(key_hash=token_hash(raw), person=person, organization=organization)
+    return raw
+
+
+@transaction.atomic
+def bot_create(*, organization: Organization, name: str = "", model: str | None = None) -> Bot:
+    """Create a bot owned by `organization` [H3]."""
+    bot = Bot(organization=organization, name=name)
+    if model:
+        bot.model = model
+    bot.save()
+    return bot
+
+
+@transaction.atomic
+def bot_link(*, bot: Bot, organization: Organization) -> Bot:
+    """[H4] Share `bot` into `organization` as a linked bot (idempotent)."""
+    source = bot.source or bot
+    if source.organization_id == organization.id:
+        raise ApplicationError(
+            "org: a bot cannot be linked into its own organization",
+            fields={"org": ["is the bot's own organization"]},
+        )
+    linked, _ = Bot.objects.get_or_create(
+        source=source,
+        organization=organization,
+        defaults={"name": source.name, "model": source.model},
+    )
+    return linked
+
+
+@transaction.atomic
+def grant_set(
+    *,
+    bot: Bot,
+    level: str,
+    person: Person | None = None,
+    organization: Organization | None = None,
+) -> Grant:
+    """[H3] Give `read` or `write` on `bot` to a person or to all members of an organization."""
+    if level not in Grant.Level.values:
+        raise ApplicationError("level: must be read or write", fields={"level": ["invalid"]})
+    if (person is None) == (organization is None):
+        raise ApplicationError("grant goes to exactly one of person or organization")
+    if organization is not None and organization.id != bot.organization_id:
+        raise ApplicationError(
+            "org: grants go to the bot's own organization (link the bot to share it)",
+            fields={"org": ["is not the bot's organization"]},
+        )
+    if (
+        person is not None
+        and not Membership.objects.filter(
+            organization_id=bot.organization_id, person=person
+        ).exists()
+    ):
+        raise ApplicationError(
+            "person: is not a member of the bot's organization",
+            fields={"person": ["not a member of the bot's organization"]},
+        )
+    grant, _ = Grant.objects.update_or_create(
+        bot=bot, person=person, organization=organization, defaults={"level": level}
+    )
+    return grant
+
+
+@transaction.atomic
+def channel_create(*, organization: Organization, members: list[Person], name: str = "") -> Channel:
+    """[H5] Create a channel of members of `organization`."""
+    channel = Channel.objects.create(organization=organization, name=name)
+    for person in members:
+        channel_member_add(channel=channel, person=person)
+    return channel
+
+
+@transaction.atomic
+def channel_member_add(*, channel: Channel, person: Person) -> None:
+    if not Membership.objects.filter(
+        organization_id=channel.organization_id, person=person
+    ).exists():
+        raise NotFound(f"person {person.id} is not a member of the channel's organization")
+    ChannelMember.objects.get_or_create(channel=channel, person=person)
+
+
+@transaction.atomic
+def channel_member_remove(*, channel: Channel, person: Person) -> None:
+    ChannelMember.objects.filter(channel=channel, person=person).delete()
+
+
+@transaction.atomic
+def organization_settings_update(
+    *,
+    organization: Organization,
+    bot_memory: bool | None = None,
+    bot_memory_model: str | None = None,
+    clear_model: bool = False,
+) -> Organization:
+    """[A7] Change `botMemory` and/or `botMemoryModel` (`clear_model` sets it to null)."""
+    fields = []
+    if bot_memory is not None:
+        organization.bot_memory = bot_memory
+        fields.append("bot_memory")
+    if clear_model:
+        organization.bot_memory_model = None
+        fields.append("bot_memory_model")
+    elif bot_memory_model is not None:
+        organization.bot_memory_model = bot_memory_model
+        fields.append("bot_memory_model")
+    if fields:
+        organization.save(update_fields=fields)
+    return organization

@@ -1,0 +1,23 @@
+"""The URL root: `/v1/…` JSON routes, the OpenAPI schema [A8] and the read-only admin."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.permissions import AllowAny
+
+from openbot.apis import OrganizationSettingsApi
+
+handler404 = "openbot.errors.not_found_view"
+handler500 = "openbot.errors.server_error_view"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path(
+        "v1/schema",
+        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[AllowAny]),
+        name="schema",
+    ),
+    path("v1/organizations/<str:org_id>/settings", OrganizationSettingsApi.as_view()),
+    path("v1/", include("chats.urls")),
+    path("v1/", include("memory.urls")),
+]

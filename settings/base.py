@@ -1,0 +1,112 @@
+"""Settings shared by every environment; see dev.py, test.py and production.py."""
+
+from pathlib import Path
+
+import dj_database_url
+
+from settings.env import env_float, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_dramatiq",
+    "openbot",
+    "chats",
+    "memory",
+    "memorybot",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "openbot.urls"
+WSGI_APPLICATION = "openbot.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}") or "",
+        conn_max_age=0,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Writers wait for each other instead of failing at once with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# The largest request body we read; bigger bodies get a 400/413, never a 500.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000_000
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["openbot.auth.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "openbot.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OpenBot Bot Memory API",
+    "VERSION": "1.0.0",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# [X1] Encryption keys: comma-separated Fernet keys; the first encrypts, all decrypt.
+OPENBOT_ENCRYPTION_KEYS = env_list("OPENBOT_ENCRYPTION_KEYS")
+
+# [B2] OpenAI-compatible provider.
+OPENBOT_OPENAI_BASE_URL = env_str("OPENBOT_OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENBOT_OPENAI_API_KEY = env_str("OPENBOT_OPENAI_API_KEY", "")
+# [B3] Prices in micro-USD per 1,000 tokens, keyed by "<provider>:<model>".
+# Example: OPENBOT_MODEL_PRICES="openai:gpt-4o-mini=150/600" (input/output).
+OPENBOT_MODEL_PRICES = env_str("OPENBOT_MODEL_PRICES", "") or ""
+# [B5] Which server this process runs on: slots for concurrency are per server.
+OPENBOT_SERVER_ID = env_str("OPENBOT_SERVER_ID", "local") or "local"
+# [B6] Deadlines, in seconds.
+OPENBOT_REPLY_DEADLINE_SECONDS = env_float("OPENBOT_REPLY_DEADLINE_SECONDS", 15.0)
+OPENBOT_LEARNING_STEP_SECONDS = env_float("OPENBOT_LEARNING_STEP_SECONDS", 120.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+}

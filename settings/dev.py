@@ -1,0 +1,35 @@
+"""The default: SQLite, in-process worker, works with no environment variables."""
+
+import warnings
+
+from settings.base import *  # noqa: F403
+from settings.base import OPENBOT_ENCRYPTION_KEYS
+from settings.env import env_str
+
+DEBUG = True
+SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key")
+ALLOWED_HOSTS = ["*"]
+
+# A fixed development key so the embedded setup runs with no configuration. Never use it
+# for real data: production refuses to start without OPENBOT_ENCRYPTION_KEYS.
+DEV_ENCRYPTION_KEY = "ZGV2LW9ubHktb3BlbmJvdC1lbmNyeXB0aW9uLWtleSE="
+if not OPENBOT_ENCRYPTION_KEYS:
+    warnings.warn(
+        "OPENBOT_ENCRYPTION_KEYS is not set: using the development encryption key",
+        stacklevel=1,
+    )
+    OPENBOT_ENCRYPTION_KEYS = [DEV_ENCRYPTION_KEY]
+
+DRAMATIQ_BROKER = {
+    "BROKER": "dramatiq.brokers.stub.StubBroker",
+    "OPTIONS": {},
+    "MIDDLEWARE": [
+        "dramatiq.middleware.AgeLimit",
+        "dramatiq.middleware.TimeLimit",
+        "dramatiq.middleware.Callbacks",
+        "dramatiq.middleware.Retries",
+        "django_dramatiq.middleware.DbConnectionsMiddleware",
+    ],
+}
+# [W2] Run the actors in a worker thread inside this process: no broker to install.
+OPENBOT_INPROCESS_WORKER = True
