@@ -1,0 +1,191 @@
+"""The memory pool of a bot: entries, tags, sources, evidence, exclusions, versions [E1–E7].
+
+What the access rule [V4] reads is plain, indexed metadata (tags, source references, evidence,
+exclusions, and the derived `Closure`/`sound`); content is encrypted and read only for the
+entries a response returns [V8].
+"""
+
+from django.db import models
+
+from openbot import ids
+from openbot.fields import EncryptedTextField
+from openbot.models import Bot
+
+
+def entry_id() -> str:
+    return ids.new_id("mem")
+
+
+class Pool(models.Model):
+    """One per bot that is not linked: the pool version [E7] and memory-bot settings [A5]."""
+
+    class Period(models.TextChoices):
+        DAY = "day"
+        MONTH = "month"
+
+    bot = models.OneToOneField(Bot, primary_key=True, on_delete=models.CASCADE)
+    version = models.BigIntegerField(default=0)
+    settings_version = models.IntegerField(default=0)
+    instructions = models.TextField(blank=True, default="")
+    concurrency = models.PositiveIntegerField(null=True, blank=True)
+    budget_period = models.CharField(max_length=5, choices=Period.choices, null=True, blank=True)
+    budget_limit_micros = models.BigIntegerField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"pool of {self.bot_id} v{self.version}"
+
+
+class Entry(models.Model):
+    class Layer(models.TextChoices):
+        FACT = "fact"
+        OBSERVATION = "observation"
+        PINNED = "pinned"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        INVALIDATED = "invalidated"
+        RETRACTED = "retracted"
+
+    id = models.CharField(primary_key=True, max_length=40, default=entry_id)
+    pool = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    layer = models.CharField(max_length=12, choices=Layer.choices)
+    content = EncryptedTextField()
+    # [S1] The plain-text length, so `context` knows what fits without decrypting.
+    content_length = models.IntegerField()
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    created_at = models.BigIntegerField()
+    updated_at = models.BigIntegerField()
+    invalidated_at = models.BigIntegerField(null=True, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    # [E6] 0 for pinned, 1 otherwise: memory order is (rank, updatedAt desc, id).
+    rank = models.SmallIntegerField()
+    # Derived on write [V4](d, e): every reachable source exists, is active, carries
+    # evidence, and no cycle is reachable. Kept current by memory.graph.refresh.
+    sound = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["pool", "rank", "-updated_at", "id"], name="entry_memory_order"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.layer}, {self.status})"
+
+
+class EntryTag(models.Model):
+    """[E3] One tag of an entry; `kind` is the part before the first colon, or `topic`."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows")
+    pool = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    tag = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["entry", "tag"], name="one_tag_per_entry")]
+        indexes = [
+            models.Index(fields=["pool", "tag"], name="tag_by_pool"),
+            models.Index(fields=["entry", "kind"], name="tag_by_entry_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} {self.tag}"
+
+
+class EntrySource(models.Model):
+    """[E2] A source: an item (`chat_id`, `item_seq`) for a fact, an entry for an observation.
+
+    `source_entry_id` is not a foreign key: a source may be missing (purged, or never imported),
+    which hides the entry [V4](e).
+    """
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="source_rows")
+    position = models.SmallIntegerField()
+    chat_id = models.CharField(max_length=40, null=True, blank=True)
+    item_seq = models.IntegerField(null=True, blank=True)
+    source_entry_id = models.CharField(max_length=40, null=True, blank=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} <- {self.source_entry_id or f'{self.chat_id}/i-{self.item_seq}'}"
+
+
+class Evidence(models.Model):
+    """[V3] The access rule of one source item (or a pinned entry's author), stored privately."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="evidence_rows")
+    # `person:<u>` or `channel:<c>`.
+    rule = models.CharField(max_length=60)
+    organization_id = models.CharField(max_length=40)
+    chat_id = models.CharField(max_length=40, null=True, blank=True)
+    item_seq = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # [W4] The same evidence item is applied to a pool once, whatever runs race.
+            models.UniqueConstraint(
+                fields=["entry", "chat_id", "item_seq"], name="one_evidence_per_item"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"evidence {self.pk} of {self.entry_id}"
+
+
+class Closure(models.Model):
+    """Derived: `entry` depends on `ancestor` (itself included), through source references."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    ancestor_id = models.CharField(max_length=40, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["entry", "ancestor_id"], name="one_closure_row")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} depends on {self.ancestor_id}"
+
+
+class Exclusion(models.Model):
+    """[P1] A person who took back their part of an entry; kept private."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    person_id = models.CharField(max_length=40)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["entry", "person_id"], name="one_exclusion")]
+
+    def __str__(self) -> str:
+        return f"exclusion {self.pk} on {self.entry_id}"
+
+
+class Change(models.Model):
+    """[E7] One committed change of a pool: its version, who, and an encrypted payload."""
+
+    class By(models.TextChoices):
+        MEMORY_BOT = "memory_bot"
+        PERSON = "person"
+        PROMOTION = "promotion"
+
+    pool = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    version = models.BigIntegerField()
+    at = models.BigIntegerField()
+    by = models.CharField(max_length=12, choices=By.choices)
+    payload = EncryptedTextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "version"], name="one_change_per_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"change v{self.version} of {self.pool_id} by {self.by}"
+
+
+class ChangeEntry(models.Model):
+    """An entry a change touched, indexed so the log and purge find changes by entry."""
+
+    change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="entry_rows")
+    entry_id = models.CharField(max_length=40, db_index=True)
+
+    def __str__(self) -> str:
+        return f"change {self.change_id} touched {self.entry_id}"

@@ -1,0 +1,384 @@
+"""Every change of a memory pool: one transaction under the write lock [L1], one version and
+one change-log record [E7] (zulip's `do_*` actions writing their audit log with the change).
+
+Learning applies many changes as one version: it opens `pool_change` and calls the
+`*_in(change, …)` operations. The public one-shot services wrap a single operation.
+Tag and status changes never touch `content` [X3].
+"""
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import F
+
+from memory import graph
+from memory.access import Reader, visible_ids
+from memory.lock import pool_write
+from memory.models import (
+    Change,
+    ChangeEntry,
+    Entry,
+    EntrySource,
+    EntryTag,
+    Evidence,
+    Exclusion,
+    Pool,
+)
+from openbot.clock import now_ms
+from openbot.errors import ApplicationError, Conflict, invalid
+
+TOPIC = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+OWNED_KINDS = ("from", "for", "org", "chat", "channel", "app")
+PURGE_KINDS = ("from", "chat", "org", "channel")
+MAX_CONTENT = 10_000
+
+
+def tag_kind(tag: str) -> str:
+    """`from`, `for`, `org`, `chat`, `channel`, `app` for OpenBot's tags; `topic` otherwise."""
+    return tag.split(":", 1)[0] if ":" in tag else "topic"
+
+
+def check_topics(topics: list[str], field_name: str = "tags") -> list[str]:
+    """[E3] Topics only: lowercase letters, digits, single inner hyphens; colon tags refused."""
+    for topic in topics:
+        if not isinstance(topic, str) or not TOPIC.fullmatch(topic) or len(topic) > 64:
+            raise invalid(
+                field_name,
+                "tags must be topics: lowercase letters, digits and single inner hyphens "
+                "(tags with a colon belong to OpenBot)",
+            )
+    return list(dict.fromkeys(topics))
+
+
+@dataclass(frozen=True)
+class ItemEvidence:
+    """[V3] The access rule of one source item: `person:<u>` or `channel:<c>`, and the org."""
+
+    chat_id: str
+    item_seq: int
+    rule: str
+    organization_id: str
+
+
+@dataclass
+class PoolChange:
+    """The change being built inside `pool_change`: the ids it touched and what it did."""
+
+    pool_id: str
+    by: str
+    at: int
+    touched: list[str] = field(default_factory=list)
+    operations: list[dict[str, Any]] = field(default_factory=list)
+    structural: set[str] = field(default_factory=set)
+    version: int | None = None
+
+    def record(self, entry_id: str, operation: dict[str, Any], structural: bool = False) -> None:
+        if entry_id not in self.touched:
+            self.touched.append(entry_id)
+        self.operations.append({"id": entry_id, **operation})
+        if structural:
+            self.structural.add(entry_id)
+
+
+def pool_of(pool_id: str) -> Pool:
+    pool, _ = Pool.objects.get_or_create(bot_id=pool_id)
+    return pool
+
+
+@contextmanager
+def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[PoolChange]:
+    """Hold the pool's write lock; on exit take the next version and log the change [E7].
+
+    A change that touched nothing takes no version, unless `always` (a purge is logged even
+    when it removed nothing).
+    """
+    with pool_write(pool_id):
+        change = PoolChange(pool_id=pool_id, by=by, at=now_ms())
+        yield change
+        if change.structural:
+            graph.refresh(pool_id=pool_id, changed_ids=change.structural)
+        if not (change.touched or always):
+            return
+        pool_of(pool_id)
+        Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1)
+        change.version = Pool.objects.values_list("version", flat=True).get(bot_id=pool_id)
+        record = Change.objects.create(
+            pool_id=pool_id,
+            version=change.version,
+            at=change.at,
+            by=by,
+            payload=json.dumps(change.operations),
+        )
+        ChangeEntry.objects.bulk_create(
+            [ChangeEntry(change=record, entry_id=entry_id) for entry_id in change.touched]
+        )
+
+
+def _add_tags(entry: Entry, tags: list[str]) -> None:
+    EntryTag.objects.bulk_create(
+        [EntryTag(entry=entry, pool_id=entry.pool_id, tag=tag, kind=tag_kind(tag)) for tag in tags],
+        ignore_conflicts=True,
+    )
+
+
+def entry_create_in(
+    change: PoolChange,
+    *,
+    layer: str,
+    content: str,
+    tags: list[str],
+    source_items: list[tuple[str, int]] = (),  # type: ignore[assignment]
+    source_entries: list[str] = (),  # type: ignore[assignment]
+    evidence: list[ItemEvidence] = (),  # type: ignore[assignment]
+    confidence: float | None = None,
+    status: str = Entry.Status.ACTIVE,
+) -> Entry:
+    """Store a new entry with its tags, sources and evidence; the caller built the tags."""
+    if not content or len(content) > MAX_CONTENT:
+        raise invalid("content", f"must be 1 to {MAX_CONTENT} characters")
+    entry = Entry.objects.create(
+        pool_id=change.pool_id,
+        layer=layer,
+        content=content,
+        content_length=len(content),
+        status=status,
+        created_at=change.at,
+        updated_at=change.at,
+        invalidated_at=change.at if status == Entry.Status.INVALIDATED else None,
+        confidence=confidence,
+        rank=0 if layer == Entry.Layer.PINNED else 1,
+    )
+    _add_tags(entry, list(dict.fromkeys(tags)))
+    sources = [
+        EntrySource(entry=entry, position=index, chat_id=chat_id, item_seq=item_seq)
+        for index, (chat_id, item_seq) in enumerate(source_items)
+    ] + [
+        EntrySource(entry=entry, position=len(source_items) + index, source_entry_id=source)
+        for index, source in enumerate(source_entries)
+    ]
+    EntrySource.objects.bulk_create(sources)
+    Evidence.objects.bulk_create(
+        [
+            Evidence(
+                entry=entry,
+                rule=item.rule,
+                organization_id=item.organization_id,
+                chat_id=item.chat_id,
+                item_seq=item.item_seq,
+            )
+            for item in evidence
+        ]
+    )
+    change.record(entry.id, {"op": "add", "layer": layer, "content": content}, structural=True)
+    return entry
+
+
+def entry_set_status_in(change: PoolChange, *, entry_id: str, status: str) -> None:
+    """Invalidate or retract an entry; its dependents are hidden [V6]. Content untouched [X3]."""
+    fields: dict[str, Any] = {"status": status, "updated_at": change.at}
+    if status == Entry.Status.INVALIDATED:
+        fields["invalidated_at"] = change.at
+    Entry.objects.filter(pool_id=change.pool_id, id=entry_id).update(**fields)
+    change.record(entry_id, {"op": status}, structural=True)
+
+
+def entry_topics_in(
+    change: PoolChange, *, entry_id: str, add: list[str], remove: list[str]
+) -> None:
+    """Change an entry's topics; OpenBot's colon tags are never touched here [E3, X3]."""
+    add, remove = check_topics(add), check_topics(remove)
+    EntryTag.objects.filter(entry_id=entry_id, kind="topic", tag__in=remove).delete()
+    _add_tags(Entry(id=entry_id, pool_id=change.pool_id), add)
+    Entry.objects.filter(id=entry_id).update(updated_at=change.at)
+    change.record(entry_id, {"op": "topics", "add": add, "remove": remove})
+
+
+def topic_rename_in(change: PoolChange, *, old: str, new: str) -> int:
+    """[W6] Rename a topic on every matching entry of the pool, not only those shown."""
+    check_topics([old, new], "topic")
+    entry_ids = list(
+        EntryTag.objects.filter(pool_id=change.pool_id, tag=old).values_list("entry_id", flat=True)
+    )
+    for entry_id in entry_ids:
+        entry_topics_in(change, entry_id=entry_id, add=[new], remove=[old])
+    return len(entry_ids)
+
+
+def entry_remember(
+    *, pool_id: str, person_id: str, organization_id: str, content: str, topics: list[str]
+) -> Entry:
+    """[A2, V2] A pinned entry for its author only, in the author's organization."""
+    topics = check_topics(topics)
+    with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
+        return entry_create_in(
+            change,
+            layer=Entry.Layer.PINNED,
+            content=content,
+            tags=[f"from:{person_id}", f"for:person:{person_id}", f"org:{organization_id}"]
+            + topics,
+            evidence=[
+                ItemEvidence(
+                    chat_id="",
+                    item_seq=0,
+                    rule=f"person:{person_id}",
+                    organization_id=organization_id,
+                )
+            ],
+        )
+
+
+def entry_forget(*, pool_id: str, reader: Reader, entry_id: str) -> None:
+    """[P1] Take back the reader's part: retract if they are the only person behind it."""
+    person_id = reader.person_id
+    with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
+        if person_id is None or entry_id not in visible_ids(
+            pool_id=pool_id, reader=reader, ids=[entry_id], active_only=False
+        ):
+            raise Conflict(f"entry {entry_id} is not for you", code="not_for_you")
+        people = {
+            tag.removeprefix("from:")
+            for tag in EntryTag.objects.filter(entry_id=entry_id, kind="from").values_list(
+                "tag", flat=True
+            )
+        }
+        entry = Entry.objects.only("layer").get(id=entry_id)
+        if entry.layer == Entry.Layer.PINNED:
+            people |= {
+                rule.removeprefix("person:")
+                for rule in Evidence.objects.filter(entry_id=entry_id).values_list(
+                    "rule", flat=True
+                )
+            }
+        if people <= {person_id}:
+            entry_set_status_in(change, entry_id=entry_id, status=Entry.Status.RETRACTED)
+            return
+        EntryTag.objects.filter(
+            entry_id=entry_id, tag__in=[f"from:{person_id}", f"for:person:{person_id}"]
+        ).delete()
+        Exclusion.objects.get_or_create(entry_id=entry_id, person_id=person_id)
+        Entry.objects.filter(id=entry_id).update(updated_at=change.at)
+        change.record(entry_id, {"op": "forget"})
+
+
+def pool_purge(*, pool_id: str, tag: str) -> int:
+    """[A4, P2] Delete every entry with `tag` without reading content, with their evidence
+    and log payloads; observations derived from them carry the tag and go too."""
+    if tag_kind(tag) not in PURGE_KINDS or tag.endswith(":"):
+        raise invalid("tag", "must be a from:, chat:, org: or channel: tag")
+    with pool_change(pool_id=pool_id, by=Change.By.PERSON, always=True) as change:
+        entry_ids = set(
+            EntryTag.objects.filter(pool_id=pool_id, tag=tag).values_list("entry_id", flat=True)
+        )
+        remaining_dependents = graph.dependents(entry_ids) - entry_ids
+        Change.objects.filter(pool_id=pool_id, entry_rows__entry_id__in=entry_ids).update(
+            payload=""
+        )
+        ChangeEntry.objects.filter(change__pool_id=pool_id, entry_id__in=entry_ids).delete()
+        Entry.objects.filter(pool_id=pool_id, id__in=entry_ids).delete()
+        change.structural |= remaining_dependents
+        change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
+        return len(entry_ids)
+
+
+@dataclass(frozen=True)
+class ImportedEntry:
+    """An entry from an older version ("promotion"), possibly without provable access [V7]."""
+
+    id: str
+    layer: str
+    content: str
+    tags: list[str]
+    status: str = Entry.Status.ACTIVE
+    source_items: list[tuple[str, int]] = field(default_factory=list)
+    source_entries: list[str] = field(default_factory=list)
+    evidence: list[ItemEvidence] = field(default_factory=list)
+    confidence: float | None = None
+    updated_at: int | None = None
+
+
+def entries_import(*, pool_id: str, entries: list[ImportedEntry]) -> None:
+    """Store entries as they were, in one change; sources may be missing or form cycles.
+
+    Nothing is rebuilt or widened [V7]: an entry whose access cannot be proven stays hidden.
+    """
+    with pool_change(pool_id=pool_id, by=Change.By.PROMOTION) as change:
+        for batch_start in range(0, len(entries), 1000):
+            batch = entries[batch_start : batch_start + 1000]
+            rows = [
+                Entry(
+                    id=item.id,
+                    pool_id=pool_id,
+                    layer=item.layer,
+                    content=item.content,
+                    content_length=len(item.content),
+                    status=item.status,
+                    created_at=item.updated_at or change.at,
+                    updated_at=item.updated_at or change.at,
+                    invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
+                    confidence=item.confidence,
+                    rank=0 if item.layer == Entry.Layer.PINNED else 1,
+                )
+                for item in batch
+            ]
+            Entry.objects.bulk_create(rows)
+            EntryTag.objects.bulk_create(
+                [
+                    EntryTag(entry_id=item.id, pool_id=pool_id, tag=tag, kind=tag_kind(tag))
+                    for item in batch
+                    for tag in dict.fromkeys(item.tags)
+                ]
+            )
+            EntrySource.objects.bulk_create(
+                [
+                    EntrySource(entry_id=item.id, position=index, chat_id=chat, item_seq=seq)
+                    for item in batch
+                    for index, (chat, seq) in enumerate(item.source_items)
+                ]
+                + [
+                    EntrySource(
+                        entry_id=item.id,
+                        position=len(item.source_items) + index,
+                        source_entry_id=source,
+                    )
+                    for item in batch
+                    for index, source in enumerate(item.source_entries)
+                ]
+            )
+            Evidence.objects.bulk_create(
+                [
+                    Evidence(
+                        entry_id=item.id,
+                        rule=proof.rule,
+                        organization_id=proof.organization_id,
+                        chat_id=proof.chat_id,
+                        item_seq=proof.item_seq,
+                    )
+                    for item in batch
+                    for proof in item.evidence
+                ]
+            )
+        for item in entries:
+            change.record(item.id, {"op": "import"}, structural=True)
+
+
+def memory_settings_update(*, pool_id: str, expected: int, changes: dict[str, Any]) -> Pool:
+    """[A5] Change the memory bot's settings if `expected` is the current settings version."""
+    allowed = {"instructions", "concurrency", "budget_period", "budget_limit_micros"}
+    if set(changes) - allowed:
+        raise ApplicationError(f"unknown settings: {sorted(set(changes) - allowed)}")
+    with pool_write(pool_id):
+        pool = Pool.objects.select_for_update().filter(bot_id=pool_id).first() or pool_of(pool_id)
+        if pool.settings_version != expected:
+            raise Conflict(
+                f"expected: settings are at version {pool.settings_version}, not {expected}",
+                code="version_conflict",
+            )
+        for name, value in changes.items():
+            setattr(pool, name, value)
+        pool.settings_version += 1
+        pool.save(update_fields=[*changes, "settings_version"])
+        return pool
