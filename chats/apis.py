@@ -8,14 +8,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chats.models import Chat, Item
-from chats.selectors import chat_for_participant, chat_items
-from chats.services import chat_create, chat_history_delete
+from chats.models import Chat, Item, Turn
+from chats.selectors import chat_for_owner, chat_for_participant, chat_items
+from chats.services import MAX_TEXT, chat_create, chat_history_delete
+from chats.turns import turn_run
+from memorybot.models import Confession, Enrichment
+from openbot.access import bot_for_reader
 from openbot.auth import caller_of
 from openbot.clock import to_ms
 from openbot.errors import Forbidden
 from openbot.schema import ERRORS
-from openbot.serializers import StrictCharField, StrictSerializer
+from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 
 
 class ChatOutput(serializers.Serializer):
@@ -51,7 +54,7 @@ class ChatCreateApi(APIView):
     class InputSerializer(StrictSerializer):
         bot = StrictCharField(max_length=40)
         channel = StrictCharField(max_length=40, required=False, allow_null=True)
-        test = serializers.BooleanField(required=False, default=False)
+        test = StrictBooleanField(required=False, default=False)
 
     @extend_schema(request=InputSerializer, responses={201: ChatOutput, **ERRORS})
     def post(self, request: Request) -> Response:
@@ -91,3 +94,86 @@ class ChatItemsApi(APIView):
             raise Forbidden("only the chat's owner may delete its history")
         chat_history_delete(chat=chat)
         return Response(status=204)
+
+
+class TurnOutput(serializers.Serializer):
+    id = serializers.CharField(source="pk")
+    chat = serializers.CharField(source="chat_id")
+    person = serializers.CharField(source="person_id", allow_null=True)
+    startedAt = serializers.SerializerMethodField()
+    endedAt = serializers.SerializerMethodField()
+
+    def get_startedAt(self, turn: Turn) -> int:
+        return to_ms(turn.started_at)
+
+    def get_endedAt(self, turn: Turn) -> int | None:
+        return to_ms(turn.ended_at) if turn.ended_at else None
+
+
+class ChatTurnApi(APIView):
+    class InputSerializer(StrictSerializer):
+        text = StrictCharField(max_length=MAX_TEXT, trim_whitespace=False)
+
+    class TurnResult(serializers.Serializer):
+        turn = TurnOutput()
+        items = ItemOutput(many=True)
+
+    @extend_schema(request=InputSerializer, responses={201: TurnResult, **ERRORS})
+    def post(self, request: Request, chat_id: str) -> Response:
+        caller = caller_of(request)
+        chat = chat_for_participant(caller=caller, chat_id=chat_id)
+        bot_for_reader(caller=caller, bot_id=chat.bot_id)  # [C4] taking turns needs read
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        outcome = turn_run(chat=chat, person=caller.person, text=serializer.validated_data["text"])
+        return Response(
+            {
+                "turn": TurnOutput(outcome.turn).data,
+                "items": [item_body(item) for item in outcome.items],
+            },
+            status=201,
+        )
+
+
+class ChatConfessionsApi(APIView):
+    class ConfessionOutput(serializers.Serializer):
+        id = serializers.CharField(source="pk")
+        turn = serializers.CharField(source="turn_id")
+        text = serializers.CharField()
+        reply = serializers.CharField()
+        createdAt = serializers.SerializerMethodField()
+
+        def get_createdAt(self, confession: Confession) -> int:
+            return to_ms(confession.created_at)
+
+    class ConfessionsOutput(serializers.Serializer):
+        confessions = serializers.ListField()
+
+    @extend_schema(responses={200: ConfessionsOutput, **ERRORS})
+    def get(self, request: Request, chat_id: str) -> Response:
+        """[A6, C5] What the bot confided and the replies; review before showing to people."""
+        chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
+        confessions = Confession.objects.filter(chat=chat).order_by("id")
+        return Response({"confessions": [self.ConfessionOutput(item).data for item in confessions]})
+
+
+class ChatEnrichmentsApi(APIView):
+    class EnrichmentOutput(serializers.Serializer):
+        turn = serializers.CharField(source="turn_id")
+        text = serializers.CharField()
+        original = serializers.CharField(allow_null=True)
+        entries = serializers.ListField(source="entry_ids", child=serializers.CharField())
+        createdAt = serializers.SerializerMethodField()
+
+        def get_createdAt(self, enrichment: Enrichment) -> int:
+            return to_ms(enrichment.created_at)
+
+    class EnrichmentsOutput(serializers.Serializer):
+        enrichments = serializers.ListField()
+
+    @extend_schema(responses={200: EnrichmentsOutput, **ERRORS})
+    def get(self, request: Request, chat_id: str) -> Response:
+        """[A6, C5] Per turn: the new text, the person's words and the entries used."""
+        chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
+        enrichments = Enrichment.objects.filter(chat=chat).order_by("id")
+        return Response({"enrichments": [self.EnrichmentOutput(item).data for item in enrichments]})

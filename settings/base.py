@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from settings.env import env_float, env_list, env_str
 
@@ -26,6 +27,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "openbot.middleware.RefuseNulCharacters",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -69,16 +71,16 @@ LANGUAGE_CODE = "en-us"
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
-# The largest request body we read; bigger bodies get a 400/413, never a 500.
+# The largest request body we read; bigger bodies get a 413, never a 500.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000_000
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["openbot.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["openbot.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "openbot.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "openbot.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -100,6 +102,8 @@ OPENBOT_OPENAI_API_KEY = env_str("OPENBOT_OPENAI_API_KEY", "")
 OPENBOT_MODEL_PRICES = env_str("OPENBOT_MODEL_PRICES", "") or ""
 # [B5] Which server this process runs on: slots for concurrency are per server.
 OPENBOT_SERVER_ID = env_str("OPENBOT_SERVER_ID", "local") or "local"
+# Where the per-server slot lock files live (default: <tmp>/openbot-slots).
+OPENBOT_SLOT_DIR = env_str("OPENBOT_SLOT_DIR")
 # [B6] Deadlines, in seconds.
 OPENBOT_REPLY_DEADLINE_SECONDS = env_float("OPENBOT_REPLY_DEADLINE_SECONDS", 15.0)
 OPENBOT_LEARNING_STEP_SECONDS = env_float("OPENBOT_LEARNING_STEP_SECONDS", 120.0)
@@ -110,3 +114,30 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }
+# [W2] A learning run's lease is one step plus this margin; the recovery pass runs this often.
+OPENBOT_LEARNING_LEASE_MARGIN_SECONDS = env_float("OPENBOT_LEARNING_LEASE_MARGIN_SECONDS", 10.0)
+OPENBOT_RECOVERY_SECONDS = env_float("OPENBOT_RECOVERY_SECONDS", 30.0)
+
+DRAMATIQ_MIDDLEWARE = [
+    "dramatiq.middleware.AgeLimit",
+    "dramatiq.middleware.TimeLimit",
+    "dramatiq.middleware.Callbacks",
+    "dramatiq.middleware.Retries",
+    "django_dramatiq.middleware.DbConnectionsMiddleware",
+    "memorybot.worker.LearningRecovery",
+]
+
+
+def dramatiq_broker(url: str | None) -> dict:
+    """[O2] Redis (redis://…) or RabbitMQ (amqp://…) when a URL is given, else in-process."""
+    if not url:
+        broker, options = "dramatiq.brokers.stub.StubBroker", {}
+    elif url.startswith(("amqp://", "amqps://")):
+        broker, options = "dramatiq.brokers.rabbitmq.RabbitmqBroker", {"url": url}
+    elif url.startswith(("redis://", "rediss://", "unix://")):
+        broker, options = "dramatiq.brokers.redis.RedisBroker", {"url": url}
+    else:
+        raise ImproperlyConfigured(
+            "OPENBOT_BROKER_URL must be a redis://, rediss:// or amqp(s):// URL"
+        )
+    return {"BROKER": broker, "OPTIONS": options, "MIDDLEWARE": DRAMATIQ_MIDDLEWARE}

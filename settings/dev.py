@@ -3,8 +3,8 @@
 import warnings
 
 from settings.base import *  # noqa: F403
-from settings.base import OPENBOT_ENCRYPTION_KEYS
-from settings.env import env_str
+from settings.base import OPENBOT_ENCRYPTION_KEYS, dramatiq_broker
+from settings.env import env_bool, env_str
 
 DEBUG = True
 SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key")
@@ -20,16 +20,7 @@ if not OPENBOT_ENCRYPTION_KEYS:
     )
     OPENBOT_ENCRYPTION_KEYS = [DEV_ENCRYPTION_KEY]
 
-DRAMATIQ_BROKER = {
-    "BROKER": "dramatiq.brokers.stub.StubBroker",
-    "OPTIONS": {},
-    "MIDDLEWARE": [
-        "dramatiq.middleware.AgeLimit",
-        "dramatiq.middleware.TimeLimit",
-        "dramatiq.middleware.Callbacks",
-        "dramatiq.middleware.Retries",
-        "django_dramatiq.middleware.DbConnectionsMiddleware",
-    ],
-}
-# [W2] Run the actors in a worker thread inside this process: no broker to install.
-OPENBOT_INPROCESS_WORKER = True
+# [W2] With no broker URL, actors run in a worker thread inside this process: nothing to
+# install. OPENBOT_BROKER_URL (redis://… or amqp://…) selects a real broker instead.
+DRAMATIQ_BROKER = dramatiq_broker(env_str("OPENBOT_BROKER_URL"))
+OPENBOT_INPROCESS_WORKER = env_bool("OPENBOT_INPROCESS_WORKER", not env_str("OPENBOT_BROKER_URL"))

@@ -1,18 +1,26 @@
 """Production: PostgreSQL, a real broker, and no default for any secret."""
 
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+
 from settings.base import *  # noqa: F403
-from settings.base import DATABASES, OPENBOT_ENCRYPTION_KEYS
+from settings.base import DATABASES, OPENBOT_ENCRYPTION_KEYS, dramatiq_broker
 from settings.env import env_bool, env_list, env_required, env_str
 
 DEBUG = False
 SECRET_KEY = env_required("SECRET_KEY")
 if not OPENBOT_ENCRYPTION_KEYS:
-    from django.core.exceptions import ImproperlyConfigured
-
     raise ImproperlyConfigured("OPENBOT_ENCRYPTION_KEYS must be set in production [X1]")
+for _position, _key in enumerate(OPENBOT_ENCRYPTION_KEYS, start=1):
+    try:
+        Fernet(_key)
+    except ValueError:
+        # [X1] Refuse at start, not at the first read; never echo the key itself.
+        raise ImproperlyConfigured(
+            f"OPENBOT_ENCRYPTION_KEYS: key {_position} is not a Fernet key "
+            "(32 url-safe base64-encoded bytes)"
+        ) from None
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-    from django.core.exceptions import ImproperlyConfigured
-
     raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database in production")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or ["localhost"]
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -26,22 +34,6 @@ SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 
 # [O2] Redis (redis://…) or RabbitMQ (amqp://…); workers run `manage.py rundramatiq`.
-_broker_url = env_required("OPENBOT_BROKER_URL")
-_broker = (
-    "dramatiq.brokers.rabbitmq.RabbitmqBroker"
-    if _broker_url.startswith("amqp")
-    else "dramatiq.brokers.redis.RedisBroker"
-)
-DRAMATIQ_BROKER = {
-    "BROKER": _broker,
-    "OPTIONS": {"url": _broker_url},
-    "MIDDLEWARE": [
-        "dramatiq.middleware.AgeLimit",
-        "dramatiq.middleware.TimeLimit",
-        "dramatiq.middleware.Callbacks",
-        "dramatiq.middleware.Retries",
-        "django_dramatiq.middleware.DbConnectionsMiddleware",
-    ],
-}
+DRAMATIQ_BROKER = dramatiq_broker(env_required("OPENBOT_BROKER_URL"))
 OPENBOT_INPROCESS_WORKER = env_bool("OPENBOT_INPROCESS_WORKER", False)
 OPENBOT_SERVER_ID = env_str("OPENBOT_SERVER_ID", "server") or "server"

@@ -94,3 +94,6 @@ def error_fields(response: Any) -> dict[str, Any]:
     body = response.json()
     assert set(body) == {"error"}, body
     return dict(body["error"].get("fields") or {})
+
+
+from tests.fakes.openai_server import fake_openai  # noqa: E402, F401  (a global fixture)

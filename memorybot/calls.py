@@ -1,0 +1,177 @@
+"""The one door every model call goes through: budget [B4], task slot [B5], deadline [B6],
+provider [B2], and the record of the call with its confirmed cost [B3].
+
+`model_call` never raises for anything the model side does (an unknown model, a spent budget,
+no free slot, a timeout, an HTTP error, unusable output): it returns an outcome, and the caller
+falls back — the calm reply, the unchanged input, a learning step that ends safely. Neither
+content nor provider messages reach logs or exceptions.
+
+Call it outside any transaction and outside the memory lock [L1]: it waits on the network.
+"""
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from memorybot.budget import BUDGET_PERIODS, BudgetPeriod, budget_exhausted, call_cost
+from memorybot.models import ModelCall
+from memorybot.providers import (
+    ModelNameError,
+    ModelRequest,
+    ModelResult,
+    ProviderError,
+    parse_model,
+    provider_for,
+)
+from memorybot.slots import task_slot
+from openbot.models import Bot, Organization
+
+logger = logging.getLogger(__name__)
+
+# [B7] The calm reply: one fixed, friendly text, the same every time. It never mentions memory.
+CALM_REPLY = (
+    "Thank you for telling me. Take a calm breath: you are doing fine. "
+    "Carry on with the person, openly and kindly."
+)
+
+Status = ModelCall.Status
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """How a call ended. `result` is set only when `status` is `ok`; `call_id` is the
+    `ModelCall` row recorded for it."""
+
+    status: str
+    call_id: int
+    result: ModelResult | None = None
+    error_kind: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+
+def model_call(
+    *,
+    organization: Organization,
+    bot: Bot,
+    purpose: str,
+    model: str,
+    request: ModelRequest,
+    deadline_s: float,
+    concurrency: int | None = None,
+    budget_period: BudgetPeriod | None = None,
+    budget_limit_micros: int | None = None,
+    step_key: str | None = None,
+    attempt: int = 1,
+) -> CallOutcome:
+    """Make one recorded model call for `bot`'s memory pool, paid by `organization`.
+
+    `deadline_s` counts from now and includes the wait for a slot [B6]. `concurrency`,
+    `budget_period` and `budget_limit_micros` are the pool's settings [A5] (None: no limit).
+    A linked bot counts as its source bot.
+    """
+    if purpose not in ModelCall.Purpose.values:
+        raise ValueError(f"purpose must be one of {ModelCall.Purpose.values}")
+    if budget_period is not None and budget_period not in BUDGET_PERIODS:
+        raise ValueError(f"budget_period must be one of {BUDGET_PERIODS} or None")
+    deadline_at = time.monotonic() + deadline_s
+    call = ModelCall(
+        organization_id=organization.pk,
+        bot_id=bot.pool_bot_id,
+        purpose=purpose,
+        model=model[:200],
+        request=json.dumps(request.to_json(), ensure_ascii=False),
+        step_key=step_key,
+        attempt=attempt,
+        created_at=timezone.now(),
+    )
+
+    try:
+        provider = provider_for(parse_model(model))
+    except ModelNameError:
+        return _record(call, Status.ERROR, error_kind="bad_model")
+
+    def spent() -> bool:
+        return budget_exhausted(
+            bot_id=call.bot_id, period=budget_period, limit_micros=budget_limit_micros
+        )
+
+    if spent():
+        return _record(call, Status.BUDGET)
+    with task_slot(bot_id=call.bot_id, concurrency=concurrency, deadline_at=deadline_at) as held:
+        if not held:
+            return _record(call, Status.NO_SLOT)
+        # Calls that finished while this one waited may have spent the rest.
+        if concurrency is not None and spent():
+            return _record(call, Status.BUDGET)
+        left = deadline_at - time.monotonic()
+        if left <= 0:
+            return _record(call, Status.NO_SLOT if concurrency is not None else Status.TIMEOUT)
+        try:
+            result = provider.complete(purpose=purpose, request=request, timeout_s=left)
+        except ProviderError as exc:
+            status = Status.TIMEOUT if exc.kind == "timeout" else Status.ERROR
+            return _record(call, status, error_kind=exc.kind)
+        except Exception as exc:  # a provider bug must not break the turn; no message logged
+            logger.error("model call: the provider raised %s", type(exc).__name__)
+            return _record(call, Status.ERROR, error_kind="provider_bug")
+        # [B6] An answer after the deadline is not used, but what it cost is still billed.
+        late = time.monotonic() > deadline_at
+        return _record(
+            call,
+            Status.TIMEOUT if late else Status.OK,
+            result=result,
+            error_kind="late" if late else "",
+        )
+
+
+def _record(
+    call: ModelCall,
+    status: str,
+    *,
+    result: ModelResult | None = None,
+    error_kind: str = "",
+) -> CallOutcome:
+    call.status = status
+    call.error_kind = error_kind
+    call.finished_at = timezone.now()
+    if result is not None:
+        call.result = json.dumps(result.to_json(), ensure_ascii=False)
+        if result.usage is not None:
+            call.input_tokens = result.usage.input_tokens
+            call.output_tokens = result.usage.output_tokens
+        cost = call_cost(model=call.model, usage=result.usage)
+        call.cost_micros = cost.micros
+        call.billed = cost.billed
+    call.save(force_insert=True)
+    logger.info(
+        "model call %s: bot=%s organization=%s purpose=%s status=%s%s",
+        call.pk,
+        call.bot_id,
+        call.organization_id,
+        call.purpose,
+        status,
+        f" ({error_kind})" if error_kind else "",
+    )
+    return CallOutcome(
+        status=status,
+        call_id=call.pk,
+        result=result if status == Status.OK else None,
+        error_kind=error_kind,
+    )
+
+
+def reply_deadline_s() -> float:
+    """[B6] How long a confide reply or an enrichment may take, slot wait included."""
+    return float(settings.OPENBOT_REPLY_DEADLINE_SECONDS)
+
+
+def learning_step_deadline_s() -> float:
+    """[B6] How long one learning step may take."""
+    return float(settings.OPENBOT_LEARNING_STEP_SECONDS)

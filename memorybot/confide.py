@@ -1,0 +1,70 @@
+"""[F1–F4] Confide: the bot's place to say how the work is going.
+
+The tool's description never mentions memory: the bot confides because it needs to, not to
+change what it will remember. The memory bot answers at once like a priest hearing a
+confession; when no model can answer, the bot gets the calm reply [B7]. Every confession and
+reply is stored encrypted [F3]. In a non-test chat of an organization with `botMemory` on and
+a model set, a confession also stores a learning run for its turn [F4, W1].
+"""
+
+from django.db import transaction
+
+from chats.models import Turn
+from memorybot.calls import CALM_REPLY, model_call, reply_deadline_s
+from memorybot.learning import learning_run_create
+from memorybot.models import Confession
+from memorybot.providers import Material, Message, ModelRequest, Tool
+from memorybot.settings import duty_for
+
+CONFIDE_TOOL = Tool(
+    name="confide",
+    description=(
+        "A quiet place to say how your work is going: when you are stuck, unsure, sad or "
+        "proud, or when you made a mistake. Someone listens and answers you."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"text": {"type": "string", "description": "What you want to say."}},
+        "required": ["text"],
+    },
+)
+
+PRIEST_PROMPT = (
+    "You listen to an assistant who tells you how its work is going, the way a priest hears "
+    "a confession. Listen and do not judge. If it made a mistake, say that a mistake is part "
+    "of the work, and ask it to tell the person openly and to repair what it can. Do not give "
+    "it new tasks. Answer briefly and kindly, in plain words."
+)
+
+MAX_CONFESSION = 8_000
+
+
+def confide_hear(*, turn: Turn, text: str) -> str:
+    """Answer a confession (the calm reply when no model can), store it, and for a chat that
+    learns, store a learning run for the turn."""
+    chat = turn.chat
+    duty = duty_for(chat)
+    text = text[:MAX_CONFESSION]
+    reply = CALM_REPLY
+    if duty.model is not None and text.strip():
+        outcome = model_call(
+            organization=duty.organization,
+            bot=duty.pool_bot,
+            purpose="confide",
+            model=duty.model,
+            request=ModelRequest(
+                messages=(Message.system(PRIEST_PROMPT), Message.user(text)),
+                material=Material(text=text),
+            ),
+            deadline_s=reply_deadline_s(),
+            concurrency=duty.concurrency,
+            budget_period=duty.budget_period,
+            budget_limit_micros=duty.budget_limit_micros,
+        )
+        if outcome.ok and outcome.result and (outcome.result.content or "").strip():
+            reply = (outcome.result.content or "").strip()
+    with transaction.atomic():
+        Confession.objects.create(chat=chat, turn=turn, text=text, reply=reply)
+        if duty.learning_on and duty.model is not None:  # [F4, W8]
+            learning_run_create(turn=turn)
+    return reply

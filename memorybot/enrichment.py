@@ -1,0 +1,104 @@
+"""[N1–N5] Enrichment: at the start of a turn the memory bot may rewrite the person's input
+with entries that help, keeping everything the person says and asks.
+
+Only entries the readers of the answer may see are offered (a group chat's circle sees only
+`for:channel:<c>` and `for:bot` entries); the entries the model names are checked again with
+`validate_references` [S3] and any failure keeps the input unchanged. No model call is made
+when no entry is visible [S2]. The rewrite is stored, encrypted, with the original [N5].
+"""
+
+import json
+
+from chats.models import Item, Turn
+from memory.selectors import context, has_entries, validate_references
+from memorybot.calls import model_call, reply_deadline_s
+from memorybot.models import Enrichment
+from memorybot.providers import EntryText, Material, Message, ModelRequest
+from memorybot.settings import duty_for, readers_of_chat
+
+CONTEXT_LIMIT = 4000
+
+ENRICH_PROMPT = (
+    "You help an assistant understand a person's message. You get the message and a few "
+    "notes from earlier work, each with an id. If some notes help with this message, rewrite "
+    "the message so that it also carries what those notes say, as if the assistant already "
+    "knew it. Keep everything the person says and asks; you may change the words, never drop "
+    "a request or a detail. Use only the notes given. Answer with a JSON object "
+    '{"text": the rewritten message, "entries": [ids of the notes you used]}. '
+    'If no note helps, answer {"text": the message unchanged, "entries": []}.'
+)
+
+
+def enrich_input(*, turn: Turn, item: Item) -> str:
+    """The text the bot's model sees for this turn's input: rewritten, or the person's own."""
+    original = item.text
+    if item.kind != Item.Kind.PERSON:  # [N1] notices are not a person's words
+        return original
+    chat = turn.chat
+    duty = duty_for(chat)
+    if not chat.organization.bot_memory or duty.model is None:  # [N4]
+        return original
+    readers = readers_of_chat(chat, turn.person_id)
+    if not has_entries(chat.bot, readers):  # [S2] no visible entries: no model call
+        return original
+    found = context(chat.bot, readers, CONTEXT_LIMIT)
+    if not found.entry_ids:
+        return original
+    notes = "\n".join(
+        f"[{entry_id}] {content}"
+        for entry_id, content in zip(found.entry_ids, found.contents, strict=True)
+    )
+    request = ModelRequest(
+        messages=(
+            Message.system(ENRICH_PROMPT),
+            Message.user(f"Notes:\n{notes}\n\nMessage:\n{original}"),
+        ),
+        json_output=True,
+        material=Material(
+            text=original,
+            entries=tuple(
+                EntryText(id=entry_id, content=content)
+                for entry_id, content in zip(found.entry_ids, found.contents, strict=True)
+            ),
+        ),
+    )
+    outcome = model_call(
+        organization=duty.organization,
+        bot=duty.pool_bot,
+        purpose="enrichment",
+        model=duty.model,
+        request=request,
+        deadline_s=reply_deadline_s(),
+        concurrency=duty.concurrency,
+        budget_period=duty.budget_period,
+        budget_limit_micros=duty.budget_limit_micros,
+    )
+    if not outcome.ok or outcome.result is None:  # [N4] budget, timeout, error
+        return original
+    answer = _parse(outcome.result.content)
+    if answer is None:
+        return original
+    text, used = answer
+    if not used or text == original:
+        return original
+    # [N2, S3] Every named entry must still be one these readers may use, checked now.
+    if not validate_references(chat.bot, readers, used):
+        return original
+    Enrichment.objects.create(chat=chat, turn=turn, text=text, original=original, entry_ids=used)
+    return text
+
+
+def _parse(content: str | None) -> tuple[str, list[str]] | None:
+    """The model's `{"text", "entries"}`, or None when the answer is unusable."""
+    try:
+        data = json.loads(content or "")
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    text, used = data.get("text"), data.get("entries")
+    if not isinstance(text, str) or not text.strip() or not isinstance(used, list):
+        return None
+    if not all(isinstance(entry_id, str) for entry_id in used):
+        return None
+    return text, list(dict.fromkeys(used))

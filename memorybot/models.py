@@ -1,0 +1,127 @@
+"""The record of every model call the memory bot (and a bot's own answer) makes [B3]."""
+
+from django.db import models
+from django.utils import timezone
+
+from openbot.fields import EncryptedTextField
+from openbot.models import Bot, Organization
+
+
+class ModelCall(models.Model):
+    """[B3] One model call: who pays, what it was for, usage and confirmed cost.
+
+    `request` and `result` are encrypted [X1]; everything else is metadata that budgets,
+    the admin and learning's resume [W3] query. `cost_micros` NULL means the cost is unknown
+    (the provider confirmed no usage, or no price is configured): such a call is not billed.
+    """
+
+    class Purpose(models.TextChoices):
+        CONFIDE = "confide"
+        ENRICHMENT = "enrichment"
+        LEARNING = "learning"
+        ANSWER = "answer"
+
+    class Status(models.TextChoices):
+        OK = "ok"
+        ERROR = "error"
+        TIMEOUT = "timeout"
+        BUDGET = "budget"
+        NO_SLOT = "no_slot"
+
+    # [B1] The chat's organization: for a shared bot, model and cost come from it.
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="model_calls"
+    )
+    # The bot whose memory pool (and settings: budget, concurrency) the call counts against.
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="model_calls")
+    purpose = models.CharField(max_length=12, choices=Purpose.choices)
+    model = models.CharField(max_length=200)
+    request = EncryptedTextField()
+    result = EncryptedTextField(blank=True, default="")
+    status = models.CharField(max_length=8, choices=Status.choices)
+    # Why a call failed, in words that never hold content ("http_status", "timeout", …).
+    error_kind = models.CharField(max_length=20, blank=True, default="")
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_micros = models.BigIntegerField(null=True, blank=True)
+    billed = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=1)
+    # [W3] The learning step this call belongs to, so a resumed run finds its result.
+    step_key = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # [B4] The spend of a bot in a period: billed calls by bot and time.
+            models.Index(
+                fields=["bot", "created_at"],
+                condition=models.Q(billed=True),
+                name="model_call_billed_by_bot",
+            ),
+            models.Index(fields=["step_key", "attempt"], name="model_call_by_step"),
+        ]
+
+    def __str__(self) -> str:
+        return f"model call {self.pk} of {self.bot_id} for {self.organization_id}"
+
+
+class Confession(models.Model):
+    """[F3] What the bot confided in a turn and the reply it got, both encrypted."""
+
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    turn = models.ForeignKey("chats.Turn", on_delete=models.CASCADE, related_name="+")
+    text = EncryptedTextField()
+    reply = EncryptedTextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"confession {self.pk} in {self.chat_id}"
+
+
+class Enrichment(models.Model):
+    """[N5] A rewritten input with the person's words and the entries used, encrypted."""
+
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    turn = models.ForeignKey("chats.Turn", on_delete=models.CASCADE, related_name="+")
+    text = EncryptedTextField()
+    # Entries from older versions may lack the original [A6].
+    original = EncryptedTextField(null=True, blank=True)
+    entry_ids = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"enrichment {self.pk} in {self.chat_id}"
+
+
+class LearningRun(models.Model):
+    """[W1–W4] A durable learning run for one confided turn; all its state lives here."""
+
+    class Status(models.TextChoices):
+        WAITING = "waiting"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    chat = models.ForeignKey("chats.Chat", on_delete=models.CASCADE, related_name="+")
+    turn = models.OneToOneField("chats.Turn", on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.WAITING)
+    # The range of items it learns from: after `start_seq`, up to `end_seq` (the turn's end).
+    start_seq = models.IntegerField(null=True, blank=True)
+    end_seq = models.IntegerField(null=True, blank=True)
+    # [B4] Waiting for the next budget period.
+    not_before = models.DateTimeField(null=True, blank=True)
+    # A worker holds the run until then; after it, recovery hands it to another worker.
+    leased_until = models.DateTimeField(null=True, blank=True)
+    # A safe message only (never content): why the run failed or learned nothing.
+    error = models.CharField(max_length=200, blank=True, default="")
+    # [W7] Refused changes: [{"change": index, "reason": code}].
+    refusals = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "not_before"], name="learning_run_due")]
+
+    def __str__(self) -> str:
+        return f"learning run {self.pk} ({self.status})"

@@ -1,0 +1,53 @@
+"""What the memory bot may do for a chat: the organization's model and switches [B1, H1]
+and the pool's settings [A5], read once per task."""
+
+from dataclasses import dataclass
+
+from chats.models import Chat
+from memory.access import Reader
+from memory.models import Pool
+from memorybot.budget import BudgetPeriod
+from openbot.models import Bot, Organization
+
+
+@dataclass(frozen=True)
+class Duty:
+    """The memory bot's terms for one chat: who pays, which model, which limits."""
+
+    organization: Organization
+    pool_bot: Bot
+    model: str | None
+    learning_on: bool
+    instructions: str
+    concurrency: int | None
+    budget_period: BudgetPeriod | None
+    budget_limit_micros: int | None
+
+
+def duty_for(chat: Chat) -> Duty:
+    """[B1] Model and cost come from the chat's organization, limits from the pool."""
+    organization = chat.organization
+    pool_bot = chat.bot.source or chat.bot
+    pool = Pool.objects.filter(bot=pool_bot).first() or Pool(bot=pool_bot)
+    return Duty(
+        organization=organization,
+        pool_bot=pool_bot,
+        model=organization.bot_memory_model,
+        learning_on=organization.bot_memory and not chat.test,
+        instructions=pool.instructions,
+        concurrency=pool.concurrency,
+        budget_period=pool.budget_period,  # type: ignore[arg-type]
+        budget_limit_micros=pool.budget_limit_micros,
+    )
+
+
+def readers_of_chat(chat: Chat, person_id: str | None) -> Reader:
+    """[N2, W5] The readers of an answer: the channel group of a group chat, else the person
+    of the turn (the chat's owner when a notice started it)."""
+    if chat.channel_id is not None:
+        return Reader.circle(channel_id=chat.channel_id, organization_id=chat.organization_id)
+    return Reader.person(
+        bot=chat.bot,
+        person_id=person_id or chat.owner_id,
+        organization_id=chat.organization_id,
+    )

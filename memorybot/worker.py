@@ -1,0 +1,71 @@
+"""[W2] Where learning runs: an in-process worker by default, `rundramatiq` in production,
+and the recovery pass that re-enqueues runs whose wait is over or whose worker died — on
+worker start, every OPENBOT_RECOVERY_SECONDS, and as `manage.py recover_learning`."""
+
+import logging
+import threading
+from typing import Any
+
+import dramatiq
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_inprocess: dramatiq.Worker | None = None
+
+
+def recover_learning() -> int:
+    """Re-enqueue every run that is due; returns how many."""
+    from memorybot.learning import runs_due
+    from memorybot.tasks import learn
+
+    run_ids = runs_due()
+    for run_id in run_ids:
+        learn.send(run_id)
+    return len(run_ids)
+
+
+class LearningRecovery(dramatiq.Middleware):
+    """Runs the recovery pass when a worker boots and then on a schedule."""
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        stop = threading.Event()
+        worker.openbot_recovery_stop = stop  # type: ignore[attr-defined]
+        thread = threading.Thread(
+            target=self._loop, args=(stop,), name="openbot-recovery", daemon=True
+        )
+        thread.start()
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        stop = getattr(worker, "openbot_recovery_stop", None)
+        if stop is not None:
+            stop.set()
+
+    @staticmethod
+    def _loop(stop: threading.Event) -> None:
+        from django.db import close_old_connections, connection
+
+        while not stop.is_set():
+            try:
+                count = recover_learning()
+                if count:
+                    logger.info("learning recovery: re-enqueued %d run(s)", count)
+            except Exception as exc:  # the next pass tries again
+                logger.warning("learning recovery failed: %s", type(exc).__name__)
+            finally:
+                close_old_connections()
+                connection.close()
+            stop.wait(settings.OPENBOT_RECOVERY_SECONDS)
+
+
+def ensure_inprocess_worker(**options: Any) -> None:
+    """Start a worker thread in this process on the configured broker, once, when
+    OPENBOT_INPROCESS_WORKER is set (the default: no broker to install)."""
+    global _inprocess
+    if not settings.OPENBOT_INPROCESS_WORKER:
+        return
+    with _lock:
+        if _inprocess is None:
+            _inprocess = dramatiq.Worker(dramatiq.get_broker(), worker_threads=2, **options)
+            _inprocess.start()
