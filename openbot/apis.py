@@ -10,7 +10,7 @@ from openbot.access import organization_for_admin
 from openbot.auth import caller_of
 from openbot.models import Organization
 from openbot.schema import ERRORS
-from openbot.serializers import StrictSerializer
+from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 from openbot.services import organization_settings_update
 
 
@@ -25,8 +25,8 @@ def settings_body(organization: Organization) -> dict:
 
 class OrganizationSettingsApi(APIView):
     class InputSerializer(StrictSerializer):
-        botMemory = serializers.BooleanField(required=False)
-        botMemoryModel = serializers.CharField(
+        botMemory = StrictBooleanField(required=False)
+        botMemoryModel = StrictCharField(
             required=False, allow_null=True, max_length=200, min_length=1
         )
 

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -63,7 +63,7 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "body": [str(detail)]}
 
 
-def _body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if fields:
         error["fields"] = fields
@@ -72,33 +72,35 @@ def _body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return Response(_body(exc.code, exc.message, exc.fields), status=exc.status)
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, exceptions.ValidationError):
         fields = _flatten(exc.detail)
         message = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items())
-        return Response(_body("invalid", message, fields), status=400)
+        return Response(error_body("invalid", message, fields), status=400)
     if isinstance(exc, RequestDataTooBig):
-        return Response(_body("too_large", "body: the request body is too large"), status=413)
+        return Response(error_body("too_large", "body: the request body is too large"), status=413)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return Response(
-            _body("unauthenticated", str(exc.detail)),
+            error_body("unauthenticated", str(exc.detail)),
             status=401,
             headers={"WWW-Authenticate": "Bearer"},
         )
     if isinstance(exc, Http404):
-        return Response(_body("not_found", "not found"), status=404)
+        return Response(error_body("not_found", "not found"), status=404)
+    if isinstance(exc, PermissionDenied):
+        return Response(error_body("forbidden", "no permission"), status=403)
     if isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else "error"
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        if isinstance(exc, exceptions.ParseError):
+        if isinstance(exc, exceptions.ParseError | exceptions.UnsupportedMediaType):
             message = f"body: {message}"
-        return Response(_body(str(code), str(message)), status=exc.status_code)
+        return Response(error_body(str(code), str(message)), status=exc.status_code)
     return None
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse(_body("not_found", "not found"), status=404)
+    return JsonResponse(error_body("not_found", "not found"), status=404)
 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(_body("server_error", "internal error"), status=500)
+    return JsonResponse(error_body("server_error", "internal error"), status=500)

@@ -3,18 +3,31 @@
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 
 class StrictSerializer(serializers.Serializer):
-    """A serializer that refuses fields it does not know, naming them."""
+    """A serializer that refuses fields it does not know, naming them with every other fault."""
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict):
-            raise serializers.ValidationError({"body": ["expected a JSON object"]})
-        unknown = sorted(set(data) - set(self.fields))
+            # A non-field error: the handler names it `body` at the top level, and names the
+            # field itself when this serializer is nested in another.
+            raise serializers.ValidationError(
+                {api_settings.NON_FIELD_ERRORS_KEY: ["expected a JSON object"]}
+            )
+        unknown = {name: ["unknown field"] for name in sorted(set(data) - set(self.fields))}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            # §8: a 400 names every field at fault, not only the first kind of fault found.
+            detail = exc.detail
+            if not isinstance(detail, dict):
+                detail = {api_settings.NON_FIELD_ERRORS_KEY: detail}
+            raise serializers.ValidationError({**unknown, **detail}) from None
         if unknown:
-            raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
-        return super().to_internal_value(data)
+            raise serializers.ValidationError(unknown)
+        return value
 
 
 class StrictCharField(serializers.CharField):
@@ -24,3 +37,12 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON `true`/`false`; refuses "yes", "false", 1 and what else DRF would coerce."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data

@@ -47,6 +47,15 @@ def membership_add(*, organization: Organization, person: Person, admin: bool = 
 
 
 @transaction.atomic
+def membership_remove(*, organization: Organization, person: Person) -> None:
+    """Take `person` out of `organization`: its channels, grants and tokens there go too."""
+    ChannelMember.objects.filter(person=person, channel__organization=organization).delete()
+    Grant.objects.filter(person=person, bot__organization=organization).delete()
+    Token.objects.filter(person=person, organization=organization).delete()
+    Membership.objects.filter(organization=organization, person=person).delete()
+
+
+@transaction.atomic
 def token_create(*, person: Person, organization: Organization) -> str:
     """[H2] Issue a token; the raw value is returned once and only its hash is stored."""
     if not Membership.objects.filter(organization=organization, person=person).exists():
@@ -131,15 +140,20 @@ def channel_create(*, organization: Organization, members: list[Person], name: s
 
 @transaction.atomic
 def channel_member_add(*, channel: Channel, person: Person) -> None:
+    """[H5] Add a member of the channel's organization to the channel (idempotent)."""
     if not Membership.objects.filter(
         organization_id=channel.organization_id, person=person
     ).exists():
-        raise NotFound(f"person {person.id} is not a member of the channel's organization")
+        raise NotFound(
+            f"person: {person.id} is not a member of the channel's organization",
+            fields={"person": ["not a member of the channel's organization"]},
+        )
     ChannelMember.objects.get_or_create(channel=channel, person=person)
 
 
 @transaction.atomic
 def channel_member_remove(*, channel: Channel, person: Person) -> None:
+    """[H5] Take a person out of a channel; every later check sees it at once."""
     ChannelMember.objects.filter(channel=channel, person=person).delete()
 
 

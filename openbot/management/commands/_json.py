@@ -17,12 +17,25 @@ class JsonCommand(BaseCommand):
     def run(self, **options: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    # A service names the field at fault (`person`); a command names its option (`--person`).
+    # Commands whose options are named otherwise map them here.
+    options_of_fields: dict[str, str] = {}
+
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             result = self.run(**options)
         except ApplicationError as exc:
-            raise CommandError(exc.message) from None
+            raise CommandError(self.option_message(exc)) from None
         self.stdout.write(json.dumps(result))
+
+    def option_message(self, exc: ApplicationError) -> str:
+        """The service's message with the field it names turned into the command's option."""
+        for field in exc.fields or {}:
+            option = self.options_of_fields.get(field, f"--{field.replace('_', '-')}")
+            if exc.message.startswith(f"{field}: "):
+                return f"{option}: {exc.message[len(field) + 2 :]}"
+            return f"{option}: {exc.message}"
+        return exc.message
 
 
 def lookup(model: type[M], value: str, option: str) -> M:

@@ -11,6 +11,7 @@ from openbot.services import channel_member_add, channel_member_remove
 
 class Command(JsonCommand):
     help = "Add (--add) or remove (--remove) a person from a channel."
+    options_of_fields = {"person": "--add"}
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--channel", required=True)

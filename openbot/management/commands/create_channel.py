@@ -11,6 +11,7 @@ from openbot.services import channel_create
 
 class Command(JsonCommand):
     help = "Create a channel; --members is a comma-separated list of person ids."
+    options_of_fields = {"person": "--members"}
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--org", required=True)
