@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.auth.models import Group, User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -106,3 +107,20 @@ class ChannelAdmin(ReadOnlyAdmin):
 @admin.register(ChannelMember)
 class ChannelMemberAdmin(ReadOnlyAdmin):
     list_display = ("id", "channel", "person")
+
+
+# [O3] Every model is read-only in the admin, Django's own users and groups included:
+# operators manage staff accounts with `manage.py createsuperuser`/`changepassword`.
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class StaffUserAdmin(ReadOnlyAdmin):
+    list_display = ("id", "username", "is_staff", "is_superuser", "is_active", "last_login")
+    exclude = ("password",)
+
+
+@admin.register(Group)
+class StaffGroupAdmin(ReadOnlyAdmin):
+    list_display = ("id", "name")

@@ -8,7 +8,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.contrib import admin
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db.models import Model
 from django.test import Client, override_settings
 from django.urls import reverse
@@ -185,3 +185,14 @@ def test_api_tokens_do_not_open_the_admin(content: World) -> None:
     """The admin uses staff sessions only; an API bearer token is not a login."""
     client = Client(HTTP_AUTHORIZATION=f"Bearer {content.alice.token}")
     assert client.get(reverse("admin:index")).status_code == 302
+
+
+def test_staff_accounts_and_groups_are_read_only_too() -> None:
+    """[O3] "Read-only for every model": Django's users and groups included."""
+    superuser = User(username="root", is_staff=True, is_superuser=True, is_active=True)
+    request: Any = type("Request", (), {"user": superuser})()
+    for model in (User, Group):
+        model_admin = admin.site._registry[model]
+        assert not model_admin.has_add_permission(request), model
+        assert not model_admin.has_change_permission(request), model
+        assert not model_admin.has_delete_permission(request), model
