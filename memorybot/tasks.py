@@ -20,9 +20,12 @@ def learn(run_id: int) -> None:
 
 def learning_enqueue(run_ids: list[int]) -> None:
     """Send the runs once the current transaction commits, so no message names an
-    uncommitted row; starts the in-process worker where that is the setting."""
+    uncommitted row; starts the in-process worker where that is the setting.
+
+    A broker that cannot take the message fails nothing: the run is stored, and the recovery
+    pass sends it later [W2] (robust: the error is logged, the turn still answers)."""
     from memorybot.worker import ensure_inprocess_worker
 
     ensure_inprocess_worker()
     for run_id in run_ids:
-        transaction.on_commit(lambda run_id=run_id: learn.send(run_id))  # type: ignore[misc]
+        transaction.on_commit(lambda run_id=run_id: learn.send(run_id), robust=True)  # type: ignore[misc]

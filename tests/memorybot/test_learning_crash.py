@@ -1,0 +1,373 @@
+"""[W2, W3, W4, X2] A learning worker killed with SIGKILL in the middle of a run: a real
+`manage.py rundramatiq` process on Redis (or RabbitMQ) and on this test's PostgreSQL database,
+talking to the fake model server over HTTP. After the dead worker's lease has run out, a
+recovery pass — `manage.py recover_learning`, or the restarted worker's own pass on boot and on
+its schedule — hands the run to the new worker; the run finishes, each model step is billed
+once, and the entries are those of a run without the crash.
+
+PostgreSQL only (the worker is another process on the same database), and only where the
+broker answers on 127.0.0.1 (Redis on 6379, RabbitMQ on 5672).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pika
+import pika.exceptions
+import pytest
+import redis
+from django.conf import settings as django_settings
+from django.db import connection
+from django.utils import timezone
+
+from chats.models import Chat, Item
+from memory.lock import pool_write
+from memory.models import Entry, EntryTag
+from memorybot.learning import learning_run_process
+from memorybot.models import LearningRun, ModelCall
+from tests.conftest import World
+from tests.fakes.openai_server import FakeOpenAI
+from tests.memory.builders import chat_for, fact, say
+from tests.memorybot.conftest import PRICE
+from tests.memorybot.learning_world import (
+    chat_of,
+    confided_turn,
+    fact_change,
+    flush_broker,
+    learning_answer,
+    learning_requests,
+    memory_bot_on,
+    observation_change,
+    person_item,
+    postgresql_only,
+    run_of,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS_URL = "redis://127.0.0.1:6379/11"  # a database of its own, flushed around each test
+RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LEARNING_QUEUES = ("learning", "learning.DQ", "learning.XQ")  # what dramatiq declares
+STEP_SECONDS = 3  # a lease is one step plus the margin: 4 s
+RECOVERY_SECONDS = 0.5
+
+
+def flush_redis() -> None:
+    redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).flushdb()
+
+
+def redis_messages() -> list[dict[str, Any]]:
+    """The messages waiting in the learning queue on Redis (dramatiq keeps their bodies in
+    the hash `dramatiq:<queue>.msgs`)."""
+    bodies = redis.Redis.from_url(REDIS_URL).hvals("dramatiq:learning.msgs")
+    return [json.loads(body) for body in bodies]
+
+
+def flush_rabbitmq() -> None:
+    with pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)) as amqp:
+        channel = amqp.channel()
+        for name in LEARNING_QUEUES:
+            channel.queue_delete(queue=name)
+
+
+def answers(flush: Callable[[], None]) -> bool:
+    try:
+        flush()
+    except (redis.RedisError, pika.exceptions.AMQPError, OSError):
+        return False
+    return True
+
+
+needs_redis = pytest.mark.skipif(not answers(flush_redis), reason="needs Redis on 127.0.0.1")
+needs_rabbitmq = pytest.mark.skipif(
+    not answers(flush_rabbitmq), reason="needs RabbitMQ on 127.0.0.1"
+)
+BROKERS = [
+    pytest.param((REDIS_URL, flush_redis), id="redis", marks=needs_redis),
+    pytest.param((RABBITMQ_URL, flush_rabbitmq), id="rabbitmq", marks=needs_rabbitmq),
+]
+
+pytestmark = [postgresql_only, pytest.mark.django_db(transaction=True)]
+
+
+class Worker:
+    """`manage.py rundramatiq --processes 1 --threads 1` in a session of its own, so that
+    SIGKILL reaches the dramatiq main process and its worker process at once."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env, self.log = env, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "manage.py",
+                    "rundramatiq",
+                    "--processes",
+                    "1",
+                    "--threads",
+                    "1",
+                    "--worker-shutdown-timeout",
+                    "2000",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no ack, no cleanup."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def recover_learning(self) -> dict[str, Any]:
+        """`manage.py recover_learning` in a process of its own, on the same broker."""
+        done = subprocess.run(
+            [sys.executable, "manage.py", "recover_learning"],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+
+@pytest.fixture(params=BROKERS[:1])
+def worker(
+    request: pytest.FixtureRequest, fake_openai: FakeOpenAI, tmp_path: Path
+) -> Iterator[Worker]:
+    """A worker on the broker and on this test's database, with short steps, leases and
+    recovery (Redis unless a test asks for more brokers)."""
+    url, flush = request.param
+    flush()
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "settings.test",
+        "DATABASE_URL": (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT'] or 5432}/{database['NAME']}"
+        ),
+        "OPENBOT_BROKER_URL": url,
+        "OPENBOT_INPROCESS_WORKER": "false",
+        "OPENBOT_ENCRYPTION_KEYS": ",".join(django_settings.OPENBOT_ENCRYPTION_KEYS),
+        "OPENBOT_OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENBOT_OPENAI_API_KEY": "test-key",
+        "OPENBOT_MODEL_PRICES": PRICE,
+        "OPENBOT_LEARNING_STEP_SECONDS": str(STEP_SECONDS),
+        "OPENBOT_LEARNING_LEASE_MARGIN_SECONDS": "1",
+        "OPENBOT_RECOVERY_SECONDS": str(RECOVERY_SECONDS),
+    }
+    process = Worker(env, tmp_path / "worker.log")
+    try:
+        yield process
+    finally:
+        process.stop()
+        flush()
+
+
+def wait_until(
+    condition: Callable[[], bool], worker: Worker, what: str, timeout: float = 40
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}\n{worker.output()}"
+        time.sleep(0.1)
+
+
+def step_calls(run: LearningRun) -> list[tuple[int, str, bool]]:
+    return list(
+        ModelCall.objects.filter(step_key=f"learning:{run.id}:changes")
+        .order_by("attempt")
+        .values_list("attempt", "status", "billed")
+    )
+
+
+@dataclass
+class Conversation:
+    """A fact alice already has (from an earlier chat), and a confided turn of hers in a new
+    chat whose run waits for a worker."""
+
+    earlier: Chat
+    likes: Entry
+    chat: Chat
+    run: LearningRun
+
+    def answer(self) -> list[Any]:
+        """What the model proposes for the run: a fact, an observation over the earlier fact,
+        a topic for it, and a fact from the bot's words (refused)."""
+        said = person_item(self.run.turn)
+        return [
+            fact_change("alice swims before work", said, topics=["sport"]),
+            observation_change("alice is an early riser", self.likes.id, confidence=0.6),
+            {"kind": "topics", "id": self.likes.id, "add": ["mornings"], "remove": []},
+            fact_change("x", said, self.chat.items.get(kind=Item.Kind.BOT)),
+        ]
+
+    def memory(self) -> list[tuple[Any, ...]]:
+        """The entries of both chats, the chats' ids taken out, so that two conversations
+        alike compare equal."""
+        rows = []
+        chats = [f"chat:{self.chat.id}", f"chat:{self.earlier.id}"]
+        for entry in Entry.objects.filter(tag_rows__tag__in=chats).distinct():
+            tags = sorted(
+                tag.replace(self.chat.id, "<chat>").replace(self.earlier.id, "<earlier>")
+                for tag in EntryTag.objects.filter(entry=entry).values_list("tag", flat=True)
+            )
+            rows.append((entry.layer, entry.content, entry.confidence, entry.status, tags))
+        return sorted(rows)
+
+
+def conversation(world: World) -> Conversation:
+    earlier = chat_for(world.alice, world.bot)
+    likes = fact([say(earlier, world.alice)], content="alice likes tea")
+    chat = chat_of(world.alice, world.bot)
+    turn = confided_turn(chat, world.alice, "I swim every day before work.")
+    return Conversation(earlier=earlier, likes=likes, chat=chat, run=run_of(turn))
+
+
+@pytest.mark.parametrize("worker", BROKERS, indirect=True)
+def test_a_worker_killed_during_the_model_step_is_recovered_and_bills_once(
+    world: World, fake_openai: FakeOpenAI, worker: Worker
+) -> None:
+    flush_broker()
+    memory_bot_on(world)
+    crashed, calm = conversation(world), conversation(world)
+    chat, run = crashed.chat, crashed.run
+    # The same conversation, learned in this process without a crash: what to compare with.
+    learning_answer(fake_openai, calm.answer())
+    learning_run_process(run_id=calm.run.id)
+    assert LearningRun.objects.get(id=calm.run.id).status == LearningRun.Status.DONE
+    changes = crashed.answer()
+    asked = len(fake_openai.requests)
+    learning_answer(fake_openai, changes, delay=60)  # the step the worker is killed in
+    learning_answer(fake_openai, changes)  # the same step after the restart
+
+    worker.start()  # its recovery pass on boot sends the run (the turn has ended) [W2]
+    assert fake_openai.wait_for_requests(asked + 1, timeout=40), worker.output()
+    assert LearningRun.objects.get(id=run.id).status == LearningRun.Status.RUNNING
+    worker.kill()
+
+    assert LearningRun.objects.get(id=run.id).status == LearningRun.Status.RUNNING
+    assert [row[1] for row in crashed.memory()] == ["alice likes tea"]
+    assert step_calls(run) == []
+    assert Chat.objects.get(id=chat.id).read_position == 0
+    # Nothing is due while the dead worker's lease lasts; then the run is due again.
+    assert worker.recover_learning() == {"enqueued": 0}
+    leased_until = LearningRun.objects.get(id=run.id).leased_until
+    assert leased_until is not None
+    wait_until(lambda: timezone.now() > leased_until, worker, "the lease has run out")
+    assert worker.recover_learning() == {"enqueued": 1}
+    if worker.env["OPENBOT_BROKER_URL"] == REDIS_URL:
+        # [X2] What the broker holds (the new message, and the dead worker's unacked one)
+        # names the run and nothing else.
+        messages = redis_messages()
+        assert len(messages) >= 2
+        for message in messages:
+            assert (message["actor_name"], message["args"], message["kwargs"]) == (
+                "learn",
+                [run.id],
+                {},
+            )
+            assert "swim" not in json.dumps(message)
+
+    worker.start()
+    wait_until(
+        lambda: LearningRun.objects.get(id=run.id).status == LearningRun.Status.DONE,
+        worker,
+        "the run is done",
+    )
+    worker.stop()
+
+    finished = LearningRun.objects.get(id=run.id)
+    assert finished.error == "" and finished.leased_until is None
+    assert finished.refusals == [{"change": 3, "reason": "bot_words_as_source"}]
+    assert len(learning_requests(fake_openai)) == 3  # calm run, killed step, resumed step
+    assert step_calls(run) == [(1, "ok", True)]  # the killed call was never billed
+    assert ModelCall.objects.filter(step_key__isnull=False, billed=True).count() == 2
+    assert crashed.memory() == calm.memory()
+    assert [row[:2] for row in crashed.memory()] == [
+        ("fact", "alice likes tea"),
+        ("fact", "alice swims before work"),
+        ("observation", "alice is an early riser"),
+    ]
+    assert Chat.objects.get(id=chat.id).read_position == run.turn.end_seq
+
+
+def test_a_worker_killed_before_it_applied_its_answer_reuses_the_recorded_step(
+    world: World, fake_openai: FakeOpenAI, worker: Worker
+) -> None:
+    """[W3] The step completed and was recorded; the worker died waiting for the pool's write
+    lock. The next worker applies the recorded answer: the model is not called again."""
+    flush_broker()
+    memory_bot_on(world)
+    crashed = conversation(world)
+    chat, run = crashed.chat, crashed.run
+    asked = len(fake_openai.requests)
+    learning_answer(fake_openai, crashed.answer(), delay=0.5)
+
+    worker.start()
+    assert fake_openai.wait_for_requests(asked + 1, timeout=40), worker.output()
+    with pool_write(world.bot.id):  # a long change of the pool: the apply has to wait
+        wait_until(lambda: step_calls(run) == [(1, "ok", True)], worker, "the step is recorded")
+        wait_until(lambda: waiting_for_the_lock() == 1, worker, "the apply waits for the lock")
+        worker.kill()
+    assert [row[1] for row in crashed.memory()] == ["alice likes tea"]
+    assert LearningRun.objects.get(id=run.id).status == LearningRun.Status.RUNNING
+
+    worker.start()
+    wait_until(
+        lambda: LearningRun.objects.get(id=run.id).status == LearningRun.Status.DONE,
+        worker,
+        "the run is done",
+    )
+    worker.stop()
+
+    assert len(learning_requests(fake_openai)) == 1
+    assert step_calls(run) == [(1, "ok", True)]
+    assert [row[1] for row in crashed.memory()] == [
+        "alice likes tea",
+        "alice swims before work",
+        "alice is an early riser",
+    ]
+    assert "mornings" in crashed.memory()[0][4]
+    assert Chat.objects.get(id=chat.id).read_position == run.turn.end_seq
+
+
+def waiting_for_the_lock() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
