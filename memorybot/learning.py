@@ -71,7 +71,8 @@ def lease_seconds() -> float:
 
 def runs_due() -> list[int]:
     """[W2] Runs whose wait is over (their turn ended; a budget wait passed) or whose worker
-    died (its lease ran out): what the recovery pass re-enqueues."""
+    died (its lease ran out): what the recovery pass re-enqueues. A run sent less than a
+    lease ago is still queued and is not sent again, so a backlog does not grow duplicates."""
     now = timezone.now()
     ended = Event.objects.filter(kind=Event.Kind.TURN_ENDED).values("turn_id")
     return list(
@@ -79,6 +80,7 @@ def runs_due() -> list[int]:
         .filter(Q(status=LearningRun.Status.WAITING) | Q(status=LearningRun.Status.RUNNING))
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=now))
+        .filter(Q(sent_at__isnull=True) | Q(sent_at__lte=now - timedelta(seconds=lease_seconds())))
         .values_list("id", flat=True)
     )
 
@@ -95,7 +97,11 @@ def _claim(run_id: int) -> datetime | None:
         )
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=now))
-        .update(status=LearningRun.Status.RUNNING, leased_until=lease, not_before=None)
+        # The message that brought the run here is used up: recovery may send a new one
+        # once this lease ends or the run waits for a budget period.
+        .update(
+            status=LearningRun.Status.RUNNING, leased_until=lease, not_before=None, sent_at=None
+        )
     )
     return lease if claimed else None
 
@@ -309,9 +315,10 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
     claimed it since: a delivery whose lease ran out while it waited for the lock must not
     apply the same answer a second time."""
     chat = Chat.objects.select_related("bot__source", "organization", "channel").get(id=run.chat_id)
-    readers = readers_of_chat(chat, run.turn.person_id)
     refusals: list[dict[str, Any]] = []
     with memory.pool_change(pool_id=chat.bot.pool_bot_id, by=Change.By.MEMORY_BOT) as change:
+        # [L1, W6] The readers' rights as of now, read under the write lock.
+        readers = readers_of_chat(chat, run.turn.person_id)
         if _held(run, lease).select_for_update().values_list("id", flat=True).first() is None:
             return
         # The newest read position, locked: evidence another run applied is never applied again.

@@ -113,6 +113,8 @@ class LearningRun(models.Model):
     not_before = models.DateTimeField(null=True, blank=True)
     # A worker holds the run until then; after it, recovery hands it to another worker.
     leased_until = models.DateTimeField(null=True, blank=True)
+    # When a message for it was last sent: recovery does not resend a run still queued.
+    sent_at = models.DateTimeField(null=True, blank=True)
     # A safe message only (never content): why the run failed or learned nothing.
     error = models.CharField(max_length=200, blank=True, default="")
     # [W7] Refused changes: [{"change": index, "reason": code}].

@@ -32,9 +32,7 @@ def _path_part(name: str) -> str:
 
 def slot_directory(bot_id: str) -> Path:
     """The directory of the bot's slot files on this server."""
-    base = settings.OPENBOT_SLOT_DIR or Path(tempfile.gettempdir()) / (
-        "openbot-slots"
-    )
+    base = settings.OPENBOT_SLOT_DIR or Path(tempfile.gettempdir()) / ("openbot-slots")
     return Path(base) / _path_part(settings.OPENBOT_SERVER_ID) / _path_part(bot_id)
 
 

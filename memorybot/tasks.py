@@ -4,8 +4,10 @@ because Dramatiq delivers at least once."""
 import dramatiq
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from memorybot.learning import learning_run_process
+from memorybot.models import LearningRun
 
 
 @dramatiq.actor(
@@ -28,4 +30,10 @@ def learning_enqueue(run_ids: list[int]) -> None:
 
     ensure_inprocess_worker()
     for run_id in run_ids:
-        transaction.on_commit(lambda run_id=run_id: learn.send(run_id), robust=True)  # type: ignore[misc]
+        transaction.on_commit(lambda run_id=run_id: learning_send(run_id), robust=True)  # type: ignore[misc]
+
+
+def learning_send(run_id: int) -> None:
+    """Send one run's message now, noting when, so recovery does not send it again soon."""
+    learn.send(run_id)
+    LearningRun.objects.filter(id=run_id).update(sent_at=timezone.now())

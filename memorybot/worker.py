@@ -18,11 +18,11 @@ _inprocess: dramatiq.Worker | None = None
 def recover_learning() -> int:
     """Re-enqueue every run that is due; returns how many."""
     from memorybot.learning import runs_due
-    from memorybot.tasks import learn
+    from memorybot.tasks import learning_send
 
     run_ids = runs_due()
     for run_id in run_ids:
-        learn.send(run_id)
+        learning_send(run_id)
     return len(run_ids)
 
 
