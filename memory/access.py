@@ -17,10 +17,11 @@ the moment of the read [H5]. [V9] This proves access to the sources the memory b
 cannot prove that a model named every input that shaped its answer.
 """
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
 from openbot.access import channel_ids_of, is_bot_user
@@ -38,17 +39,33 @@ class Reader:
     channel_ids: frozenset[str] = frozenset()
     # [H6] A current user of the bot; a circle reads through its group chat and admits for:bot.
     bot_user: bool = False
+    # The bot a person reads through, so that their rights can be read again [L1].
+    bot: Bot | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def person(cls, *, bot: Bot, person_id: str, organization_id: str) -> "Reader":
         """A person reading `bot`'s memory in `organization_id`, with membership as of now."""
-        return cls(
-            organization_id=organization_id,
-            person_id=person_id,
+        return cls(organization_id=organization_id, person_id=person_id, bot=bot).as_of_now()
+
+    def as_of_now(self) -> "Reader":
+        """[H5, L1] This reader with channel membership and use of the bot read again now.
+
+        Reads and changes call it once they hold the pool's lock. Content changes commit under
+        the exclusive lock, so rights read after the lock is taken are never older than any
+        content the read shows: a person who left a channel before new content was added never
+        sees that content together with what the channel gave them. Rights read before the lock
+        (when the reader was built) could be.
+        """
+        if self.person_id is None or self.bot is None:
+            return self
+        return replace(
+            self,
             channel_ids=frozenset(
-                channel_ids_of(person_id=person_id, organization_id=organization_id)
+                channel_ids_of(person_id=self.person_id, organization_id=self.organization_id)
             ),
-            bot_user=is_bot_user(bot=bot, person_id=person_id, organization_id=organization_id),
+            bot_user=is_bot_user(
+                bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
+            ),
         )
 
     @classmethod
@@ -80,20 +97,48 @@ class Reader:
         return tags
 
 
-def _failing_dependencies(reader: Reader) -> QuerySet[Closure]:
-    """Closure rows of the outer entry whose entry fails the local rule for `reader`."""
-    entry = OuterRef("ancestor_id")
-    admitted = EntryTag.objects.filter(entry_id=entry, tag__in=reader.for_tags)
-    foreign_org = EntryTag.objects.filter(entry_id=entry, kind="org").exclude(
+def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
+    """Closure rows of the outer `entry` whose entry fails the local rule for `reader`."""
+    ancestor = OuterRef("ancestor_id")
+    admitted = EntryTag.objects.filter(entry_id=ancestor, tag__in=reader.for_tags)
+    foreign_org = EntryTag.objects.filter(entry_id=ancestor, kind="org").exclude(
         tag=f"org:{reader.organization_id}"
     )
-    unmet_evidence = Evidence.objects.filter(entry_id=entry).exclude(
+    unmet_evidence = Evidence.objects.filter(entry_id=ancestor).exclude(
         organization_id=reader.organization_id, rule__in=reader.rules
     )
-    failing: Any = ~Exists(admitted) | Exists(foreign_org) | Exists(unmet_evidence)
+    # The entry itself is admitted already (it is a candidate); only its sources are asked.
+    not_admitted = ~Q(ancestor_id=F("entry_id")) & ~Exists(admitted)
+    failing: Any = not_admitted | Exists(foreign_org) | Exists(unmet_evidence)
     if reader.person_id is not None:
-        failing |= Exists(Exclusion.objects.filter(entry_id=entry, person_id=reader.person_id))
-    return Closure.objects.filter(entry_id=OuterRef("pk")).filter(failing)
+        failing |= Exists(Exclusion.objects.filter(entry_id=ancestor, person_id=reader.person_id))
+    return Closure.objects.filter(entry_id=entry).filter(failing)
+
+
+def _usable(*, active_only: bool, prefix: str = "") -> Q:
+    """Sound, and active for active use [V6]; for the history view, anything not retracted."""
+    sound = Q(**{f"{prefix}sound": True})
+    if active_only:
+        return sound & Q(**{f"{prefix}status": Entry.Status.ACTIVE})
+    return sound & ~Q(**{f"{prefix}status": Entry.Status.RETRACTED})
+
+
+def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
+    """Entries of the pool with a `for:` tag that admits `reader` [V4](c), in memory order [E6]:
+    the candidates of `visible_entries`, before their dependencies are checked.
+
+    The admitted `for:` tag drives the query from the (pool, tag) index, so the cost grows
+    with what the reader may see, not with the pool [Q1].
+    """
+    candidates = EntryTag.objects.filter(
+        pool_id=pool_id, tag__in=reader.for_tags, entry_id=OuterRef("pk")
+    )
+    return (
+        Entry.objects.filter(_usable(active_only=active_only), pool_id=pool_id)
+        .filter(Exists(candidates))
+        .defer("content")
+        .order_by("rank", "-updated_at", "id")
+    )
 
 
 def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
@@ -102,22 +147,51 @@ def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Query
     `active_only` is active use [V6] (context, enrichment, learning, has_entries); otherwise
     the history view: `invalidated` entries that pass [V4] are included, `retracted` never.
     """
-    entries = Entry.objects.filter(pool_id=pool_id, sound=True)
-    if active_only:
-        entries = entries.filter(status=Entry.Status.ACTIVE)
-    else:
-        entries = entries.exclude(status=Entry.Status.RETRACTED)
-    # The admitted `for:` tag drives the query from the (pool, tag) index, so the cost
-    # grows with what the reader may see, not with the pool [Q1].
-    candidates = EntryTag.objects.filter(
-        pool_id=pool_id, tag__in=reader.for_tags, entry_id=OuterRef("pk")
+    return admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only).filter(
+        ~Exists(_failing_dependencies(reader, OuterRef("pk")))
     )
-    return (
-        entries.filter(Exists(candidates))
-        .filter(~Exists(_failing_dependencies(reader)))
-        .defer("content")
-        .order_by("rank", "-updated_at", "id")
+
+
+def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
+    """Whether `reader` may see any entry of the pool [S2], without reading content.
+
+    Driven from the rows of the admitting `for:` tags, not from the entries: a query that
+    stops at its first match would otherwise walk the pool's entries, and a reader who sees
+    nothing would pay for all of them [Q1].
+    """
+    admissions = EntryTag.objects.filter(pool_id=pool_id, tag__in=reader.for_tags).filter(
+        _usable(active_only=active_only, prefix="entry__")
     )
+    return admissions.filter(~Exists(_failing_dependencies(reader, OuterRef("entry_id")))).exists()
+
+
+def visible_in_order(
+    *, pool_id: str, reader: Reader, active_only: bool
+) -> Iterator[tuple[str, int]]:
+    """(id, content length) of the entries `reader` may see, in memory order, for callers that
+    stop early ([S1] context).
+
+    Ordering the admitted entries is cheap (one index-only step each); checking their
+    dependencies is not. So the admitted entries are read in growing windows and only the
+    windows a caller reaches are checked, rather than checking every admitted entry and then
+    sorting what passes [Q1].
+    """
+    admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
+    start, size = 0, 32
+    while True:
+        window = list(admitted.values_list("id", "content_length")[start : start + size])
+        # The window is admitted already (the pool's lock keeps it so): only its dependencies
+        # are left to check, as in `visible_entries`.
+        seen = set(
+            Entry.objects.filter(id__in=[entry_id for entry_id, _ in window])
+            .filter(~Exists(_failing_dependencies(reader, OuterRef("pk"))))
+            .values_list("id", flat=True)
+        )
+        yield from (row for row in window if row[0] in seen)
+        if len(window) < size:
+            return
+        start += size
+        size *= 2
 
 
 def visible_ids(*, pool_id: str, reader: Reader, ids: list[str], active_only: bool) -> set[str]:
@@ -134,8 +208,12 @@ def audience_allowed(*, source_ids: list[str], audience: str) -> bool:
 
     `for:person:<u>` needs every evidence rule to be `person:<u>` or a channel `u` is in now;
     `for:channel:<c>` needs every rule to be `channel:<c>`; `for:bot` satisfies no evidence
-    rule, so it is allowed only where there is none.
+    rule, so it is allowed only where there is none. A source that does not exist proves
+    nothing, so no audience is allowed over it (nor over no sources at all).
     """
+    known = set(Entry.objects.filter(id__in=source_ids).values_list("id", flat=True))
+    if not source_ids or set(source_ids) - known:
+        return False
     ancestors = Closure.objects.filter(entry_id__in=source_ids).values("ancestor_id")
     rules = set(Evidence.objects.filter(entry_id__in=ancestors).values_list("rule", flat=True))
     if audience.startswith("for:channel:"):

@@ -12,6 +12,7 @@ from memory.access import Reader
 from memory.models import Pool
 from memory.selectors import change_log, entries_for_reader, entry_bodies
 from memory.services import (
+    check_topics,
     entry_forget,
     entry_remember,
     memory_settings_update,
@@ -24,6 +25,16 @@ from openbot.errors import invalid
 from openbot.models import Bot
 from openbot.schema import ERRORS
 from openbot.serializers import StrictCharField, StrictSerializer
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer; refuses strings ("2") and floats (2.0) that DRF would coerce."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
 
 ENTRY = inline_serializer(
     name="Entry",
@@ -118,18 +129,23 @@ class MemoryApi(APIView):
             raise serializers.ValidationError({"command": command_input.errors})
         command: dict[str, Any] = command_input.validated_data
         if command["_tag"] == "Remember":
-            if "content" not in command or "id" in command:
-                raise invalid("command.content", "Remember takes content and optional tags")
+            if "content" not in command:
+                raise invalid("command.content", "this field is required for Remember")
+            if "id" in command:
+                raise invalid("command.id", "Remember takes content and optional tags, no id")
             entry = entry_remember(
                 pool_id=bot.pool_bot_id,
                 person_id=caller.person.id,
                 organization_id=caller.organization.id,
                 content=command["content"],
-                topics=command.get("tags", []),
+                topics=check_topics(command.get("tags", []), "command.tags"),
             )
             return Response(entry_bodies([entry.id])[0], status=201)
-        if "id" not in command or "content" in command or "tags" in command:
-            raise invalid("command.id", "Forget takes an id only")
+        if "id" not in command:
+            raise invalid("command.id", "this field is required for Forget")
+        for extra in ("content", "tags"):
+            if extra in command:
+                raise invalid(f"command.{extra}", "Forget takes an id only")
         entry_forget(pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), entry_id=command["id"])
         return Response({"ok": True})
 
@@ -152,7 +168,8 @@ class MemoryLogApi(APIView):
         caller = caller_of(request)
         bot = bot_for_reader(caller=caller, bot_id=bot_id)
         raw = request.query_params.get("since", "0")
-        if not raw.isdigit() or len(raw) > 18:
+        # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
             raise invalid("since", "must be a non-negative integer version")
         changes, version = change_log(
             pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), since=int(raw)
@@ -182,7 +199,7 @@ class MemoryPurgeApi(APIView):
 
 class BudgetSerializer(StrictSerializer):
     period = serializers.ChoiceField(["day", "month"])
-    limitMicros = serializers.IntegerField(min_value=0, max_value=10**15)
+    limitMicros = StrictIntegerField(min_value=0, max_value=10**15)
 
 
 class MemoryBotOutput(serializers.Serializer):
@@ -199,9 +216,9 @@ class MemoryBotOutput(serializers.Serializer):
 
 class MemoryBotApi(APIView):
     class InputSerializer(StrictSerializer):
-        expected = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+        expected = StrictIntegerField(min_value=0, max_value=2**31 - 1)
         instructions = StrictCharField(required=False, allow_blank=True, max_length=10_000)
-        concurrency = serializers.IntegerField(
+        concurrency = StrictIntegerField(
             required=False, allow_null=True, min_value=1, max_value=1000
         )
         budget = BudgetSerializer(required=False, allow_null=True)

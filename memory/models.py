@@ -65,7 +65,15 @@ class Entry(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["pool", "rank", "-updated_at", "id"], name="entry_memory_order"),
+            # [Q1] Reads start from the entries whose `for:` tag admits the reader and order
+            # those; this index serves that step index-only (the memory order key and what
+            # the access rule filters on). There is deliberately no index that walks a whole
+            # pool in memory order: the planner would walk it past entries the reader may not
+            # see, and the cost would grow with the pool.
+            models.Index(
+                fields=["id", "pool", "sound", "status", "rank", "updated_at", "content_length"],
+                name="entry_admitted_order",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -84,7 +92,8 @@ class EntryTag(models.Model):
         constraints = [models.UniqueConstraint(fields=["entry", "tag"], name="one_tag_per_entry")]
         indexes = [
             models.Index(fields=["pool", "tag"], name="tag_by_pool"),
-            models.Index(fields=["entry", "kind"], name="tag_by_entry_kind"),
+            # [Q1] The access rule asks an entry's tags by kind (`org:`, `for:`), index-only.
+            models.Index(fields=["entry", "kind", "tag"], name="tag_by_entry_kind"),
         ]
 
     def __str__(self) -> str:
@@ -98,11 +107,23 @@ class EntrySource(models.Model):
     which hides the entry [V4](e).
     """
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="source_rows")
+    # Indexed by `source_by_entry`.
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="source_rows", db_index=False
+    )
     position = models.SmallIntegerField()
     chat_id = models.CharField(max_length=40, null=True, blank=True)
     item_seq = models.IntegerField(null=True, blank=True)
     source_entry_id = models.CharField(max_length=40, null=True, blank=True, db_index=True)
+
+    class Meta:
+        indexes = [
+            # [Q1] The sources of the entries in a response, read index-only.
+            models.Index(
+                fields=["entry", "position", "chat_id", "item_seq", "source_entry_id"],
+                name="source_by_entry",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.entry_id} <- {self.source_entry_id or f'{self.chat_id}/i-{self.item_seq}'}"
@@ -111,7 +132,10 @@ class EntrySource(models.Model):
 class Evidence(models.Model):
     """[V3] The access rule of one source item (or a pinned entry's author), stored privately."""
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="evidence_rows")
+    # Indexed by `evidence_by_entry`.
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="evidence_rows", db_index=False
+    )
     # `person:<u>` or `channel:<c>`.
     rule = models.CharField(max_length=60)
     organization_id = models.CharField(max_length=40)
@@ -124,6 +148,10 @@ class Evidence(models.Model):
             models.UniqueConstraint(
                 fields=["entry", "chat_id", "item_seq"], name="one_evidence_per_item"
             )
+        ]
+        indexes = [
+            # [Q1] The access rule reads an entry's rules and organizations index-only.
+            models.Index(fields=["entry", "organization_id", "rule"], name="evidence_by_entry"),
         ]
 
     def __str__(self) -> str:

@@ -8,7 +8,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from memory.access import Reader, visible_entries, visible_ids
+from django.db.models import Count, Exists, OuterRef
+
+from memory.access import (
+    Reader,
+    any_visible,
+    visible_entries,
+    visible_ids,
+    visible_in_order,
+)
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
 from openbot.models import Bot
@@ -20,9 +28,28 @@ def pool_version(pool_id: str) -> int:
     return Pool.objects.filter(bot_id=pool_id).values_list("version", flat=True).first() or 0
 
 
+# The columns of the public format [E1, E4]; `content` is decrypted as it is read.
+ENTRY_FIELDS = (
+    "id",
+    "layer",
+    "content",
+    "status",
+    "created_at",
+    "updated_at",
+    "invalidated_at",
+    "confidence",
+)
+
+
 def entry_bodies(ids: list[str]) -> list[dict[str, Any]]:
     """The public format [E1, E4] of `ids`, in that order: decrypts exactly these entries."""
-    entries = {entry.id: entry for entry in Entry.objects.filter(id__in=ids)}
+    rows = {row["id"]: row for row in Entry.objects.filter(id__in=ids).values(*ENTRY_FIELDS)}
+    return _bodies([rows[entry_id] for entry_id in ids])
+
+
+def _bodies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The public format of entry rows (`ENTRY_FIELDS`), with their tags and sources."""
+    ids = [row["id"] for row in rows]
     tags: dict[str, list[str]] = defaultdict(list)
     for entry_id, tag in (
         EntryTag.objects.filter(entry_id__in=ids).order_by("id").values_list("entry_id", "tag")
@@ -41,22 +68,22 @@ def entry_bodies(ids: list[str]) -> list[dict[str, Any]]:
         )
         sources[entry_id].append(source)
     bodies = []
-    for entry_id in ids:
-        entry = entries[entry_id]
+    for row in rows:
+        entry_id = row["id"]
         body: dict[str, Any] = {
-            "id": entry.id,
-            "layer": entry.layer,
-            "content": entry.content,
+            "id": entry_id,
+            "layer": row["layer"],
+            "content": row["content"],
             "tags": tags[entry_id],
             "sources": sources[entry_id],
-            "status": entry.status,
-            "createdAt": entry.created_at,
-            "updatedAt": entry.updated_at,
+            "status": row["status"],
+            "createdAt": row["created_at"],
+            "updatedAt": row["updated_at"],
         }
-        if entry.invalidated_at is not None:
-            body["invalidatedAt"] = entry.invalidated_at
-        if entry.layer == Entry.Layer.OBSERVATION:
-            body["confidence"] = entry.confidence
+        if row["invalidated_at"] is not None:
+            body["invalidatedAt"] = row["invalidated_at"]
+        if row["layer"] == Entry.Layer.OBSERVATION:
+            body["confidence"] = row["confidence"]
         bodies.append(body)
     return bodies
 
@@ -66,11 +93,12 @@ def entries_for_reader(
 ) -> tuple[list[dict[str, Any]], int]:
     """[A1] Entries for the reader, the history included [V6], in memory order, and the version."""
     with pool_read(pool_id):
+        reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
-        ids = list(entries.values_list("id", flat=True))
-        return entry_bodies(ids), pool_version(pool_id)
+        # Every visible entry is in the response, so its content is read in the same query.
+        return _bodies(list(entries.values(*ENTRY_FIELDS))), pool_version(pool_id)
 
 
 @dataclass(frozen=True)
@@ -79,6 +107,8 @@ class Context:
 
     text: str
     entry_ids: list[str]
+    # The content of each entry in `entry_ids`, in the same order.
+    contents: list[str]
 
 
 def context(bot: Bot, readers: Reader, limit: int) -> Context:
@@ -86,34 +116,25 @@ def context(bot: Bot, readers: Reader, limit: int) -> Context:
     characters; entries after it are not decrypted."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
-        entries = visible_entries(pool_id=pool_id, reader=readers, active_only=True)
+        readers = readers.as_of_now()
         chosen: list[str] = []
         used = 0
-        offset, batch = 0, 32
-        while True:
-            rows = list(entries.values_list("id", "content_length")[offset : offset + batch])
-            for entry_id, length in rows:
-                if used + length + CONTEXT_LINE_OVERHEAD > limit:
-                    rows = []
-                    break
-                used += length + CONTEXT_LINE_OVERHEAD
-                chosen.append(entry_id)
-            else:
-                if len(rows) == batch:
-                    offset += batch
-                    batch *= 2
-                    continue
-            break
+        for entry_id, length in visible_in_order(pool_id=pool_id, reader=readers, active_only=True):
+            if used + length + CONTEXT_LINE_OVERHEAD > limit:
+                break
+            used += length + CONTEXT_LINE_OVERHEAD
+            chosen.append(entry_id)
         contents = dict(Entry.objects.filter(id__in=chosen).values_list("id", "content"))
-    text = "".join(f"- {contents[entry_id]}\n" for entry_id in chosen)
-    return Context(text=text, entry_ids=chosen)
+    texts = [contents[entry_id] for entry_id in chosen]
+    return Context(text="".join(f"- {text}\n" for text in texts), entry_ids=chosen, contents=texts)
 
 
 def has_entries(bot: Bot, readers: Reader) -> bool:
     """[S2] Whether any active entry is visible, even if none fits; decrypts nothing."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
-        return visible_entries(pool_id=pool_id, reader=readers, active_only=True).exists()
+        readers = readers.as_of_now()
+        return any_visible(pool_id=pool_id, reader=readers, active_only=True)
 
 
 def validate_references(bot: Bot, readers: Reader, ids: list[str]) -> bool:
@@ -121,6 +142,7 @@ def validate_references(bot: Bot, readers: Reader, ids: list[str]) -> bool:
     through the access rule, every source) is active and visible now; no content is read."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
+        readers = readers.as_of_now()
         wanted = set(ids)
         return wanted <= visible_ids(
             pool_id=pool_id, reader=readers, ids=list(wanted), active_only=True
@@ -130,6 +152,7 @@ def validate_references(bot: Bot, readers: Reader, ids: list[str]) -> bool:
 def change_log(*, pool_id: str, reader: Reader, since: int) -> tuple[list[dict[str, Any]], int]:
     """[A3] Changes after version `since`, each with only the ids the reader may see now."""
     with pool_read(pool_id):
+        reader = reader.as_of_now()
         touched: dict[int, list[str]] = defaultdict(list)
         for change_id, entry_id in (
             ChangeEntry.objects.filter(change__pool_id=pool_id, change__version__gt=since)
@@ -153,3 +176,77 @@ def change_log(*, pool_id: str, reader: Reader, since: int) -> tuple[list[dict[s
             if ids:
                 changes.append({"version": version, "at": at, "by": by, "ids": ids})
         return changes, pool_version(pool_id)
+
+
+@dataclass(frozen=True)
+class LearningContext:
+    """[W5] What a learning run shows the model about the pool."""
+
+    # (id, content, topics) of the first valid entries in memory order the readers may see.
+    entries: list[tuple[str, str, list[str]]]
+    # Topic counts over all valid entries of the organization.
+    topic_counts: dict[str, int]
+
+
+def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> LearningContext:
+    """[W5, V7] The first `limit` valid entries (active, every source provable) in memory
+    order that the run's readers may see, and topic counts over every valid entry of the
+    run's organization — deliberately narrower than the source document: see SPEC [W5]."""
+    with pool_read(pool_id):
+        reader = reader.as_of_now()
+        ids = list(
+            visible_entries(pool_id=pool_id, reader=reader, active_only=True).values_list(
+                "id", flat=True
+            )[:limit]
+        )
+        contents = dict(Entry.objects.filter(id__in=ids).values_list("id", "content"))
+        topics: dict[str, list[str]] = defaultdict(list)
+        for entry_id, tag in EntryTag.objects.filter(entry_id__in=ids, kind="topic").values_list(
+            "entry_id", "tag"
+        ):
+            topics[entry_id].append(tag)
+        valid_in_org = Entry.objects.filter(
+            pool_id=pool_id, sound=True, status=Entry.Status.ACTIVE
+        ).exclude(
+            Exists(
+                EntryTag.objects.filter(entry_id=OuterRef("pk"), kind="org").exclude(
+                    tag=f"org:{reader.organization_id}"
+                )
+            )
+        )
+        counts = dict(
+            EntryTag.objects.filter(kind="topic", entry__in=valid_in_org)
+            .values("tag")
+            .annotate(count=Count("id"))
+            .values_list("tag", "count")
+        )
+    return LearningContext(
+        entries=[(entry_id, contents[entry_id], sorted(topics[entry_id])) for entry_id in ids],
+        topic_counts=counts,
+    )
+
+
+def pool_stats(*, pool_id: str) -> dict[str, Any]:
+    """[O4] Counts of a pool's entries by layer, status and topic; reads no content [V8]."""
+    with pool_read(pool_id):
+        entries = Entry.objects.filter(pool_id=pool_id)
+        layers = dict.fromkeys(Entry.Layer.values, 0) | dict(
+            entries.values("layer").annotate(count=Count("id")).values_list("layer", "count")
+        )
+        statuses = dict.fromkeys(Entry.Status.values, 0) | dict(
+            entries.values("status").annotate(count=Count("id")).values_list("status", "count")
+        )
+        topics = dict(
+            EntryTag.objects.filter(pool_id=pool_id, kind="topic")
+            .values("tag")
+            .annotate(count=Count("id"))
+            .order_by("tag")
+            .values_list("tag", "count")
+        )
+        return {
+            "version": pool_version(pool_id),
+            "entries": sum(layers.values()),
+            "layers": layers,
+            "statuses": statuses,
+            "topics": topics,
+        }

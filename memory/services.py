@@ -173,7 +173,9 @@ def entry_create_in(
             for item in evidence
         ]
     )
-    change.record(entry.id, {"op": "add", "layer": layer, "content": content}, structural=True)
+    change.record(entry.id, {"op": "add", "layer": layer, "content": content})
+    # Refreshed at once, so later operations of the same change see its access data.
+    graph.refresh(pool_id=change.pool_id, changed_ids=[entry.id])
     return entry
 
 
@@ -183,7 +185,8 @@ def entry_set_status_in(change: PoolChange, *, entry_id: str, status: str) -> No
     if status == Entry.Status.INVALIDATED:
         fields["invalidated_at"] = change.at
     Entry.objects.filter(pool_id=change.pool_id, id=entry_id).update(**fields)
-    change.record(entry_id, {"op": status}, structural=True)
+    change.record(entry_id, {"op": status})
+    graph.refresh(pool_id=change.pool_id, changed_ids=[entry_id])
 
 
 def entry_topics_in(
@@ -235,6 +238,7 @@ def entry_forget(*, pool_id: str, reader: Reader, entry_id: str) -> None:
     """[P1] Take back the reader's part: retract if they are the only person behind it."""
     person_id = reader.person_id
     with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
+        reader = reader.as_of_now()  # [L1] rights as of the lock
         if person_id is None or entry_id not in visible_ids(
             pool_id=pool_id, reader=reader, ids=[entry_id], active_only=False
         ):
@@ -253,7 +257,9 @@ def entry_forget(*, pool_id: str, reader: Reader, entry_id: str) -> None:
                     "rule", flat=True
                 )
             }
-        if people <= {person_id}:
+        # Retract only when P is the only person behind it; an entry nobody is behind (an
+        # import without `from:`) stays for the others, P is excluded.
+        if people == {person_id}:
             entry_set_status_in(change, entry_id=entry_id, status=Entry.Status.RETRACTED)
             return
         EntryTag.objects.filter(
@@ -278,7 +284,9 @@ def pool_purge(*, pool_id: str, tag: str) -> int:
             payload=""
         )
         ChangeEntry.objects.filter(change__pool_id=pool_id, entry_id__in=entry_ids).delete()
-        Entry.objects.filter(pool_id=pool_id, id__in=entry_ids).delete()
+        # [A4] Django's delete collector loads the rows it deletes: load ids only, so that
+        # purging never decrypts content.
+        Entry.objects.filter(pool_id=pool_id, id__in=entry_ids).only("id").delete()
         change.structural |= remaining_dependents
         change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
         return len(entry_ids)

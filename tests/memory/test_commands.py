@@ -1,0 +1,310 @@
+"""Memory management commands [O4, P2, X1]: each prints exactly one JSON object."""
+
+import io
+import json
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet, InvalidToken
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+
+from chats.models import Item
+from memory.management.commands import reencrypt
+from memory.models import Change, Entry, Evidence
+from openbot import services
+from openbot.fields import EncryptionKeyError
+from tests.conftest import World
+from tests.memory.builders import chat_for, fact, observation, say, set_status
+
+K1, K2, K3 = (Fernet.generate_key().decode() for _ in range(3))
+
+
+def run(*args: str) -> dict[str, Any]:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    text = out.getvalue()
+    result: dict[str, Any] = json.loads(text)
+    assert text.strip() == json.dumps(result), "exactly one JSON object"
+    return result
+
+
+def refuse_decryption(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(token: str) -> str:
+        raise AssertionError("the command decrypted a value")
+
+    monkeypatch.setattr("openbot.fields.decrypt", refuse)
+
+
+def build_pool(world: World) -> dict[str, Entry]:
+    """Two facts of alice (one invalidated), a group fact, an observation, bob's pin."""
+    chat = chat_for(world.alice, world.bot)
+    mine = fact([say(chat, world.alice, "I book the trains")], topics=["trip-planning", "rail"])
+    old = fact([say(chat, world.alice, "I fly")], topics=["trip-planning"])
+    set_status(old, Entry.Status.INVALIDATED)
+    group_chat = chat_for(world.alice, world.bot, world.channel)
+    group = fact([say(group_chat, world.carol, "Standup is at nine")], topics=["team"])
+    seen = observation([group], audience=f"for:channel:{world.channel.id}", topics=["team"])
+    pin = world.bob.client().post(
+        f"/v1/bots/{world.bot.id}/memory",
+        {"command": {"_tag": "Remember", "content": "short answers"}},
+        format="json",
+    )
+    return {
+        "mine": mine,
+        "old": old,
+        "group": group,
+        "seen": seen,
+        "pin": Entry.objects.get(id=pin.json()["id"]),
+    }
+
+
+# purge_memory
+
+
+def test_purge_memory_removes_like_the_route(world: World) -> None:
+    pool = build_pool(world)
+    before = Change.objects.count()
+
+    result = run("purge_memory", "--bot", world.bot.id, "--tag", f"from:{world.carol.person.id}")
+
+    assert result == {"removed": 2}
+    assert not Entry.objects.filter(id__in=[pool["group"].id, pool["seen"].id]).exists()
+    assert not Evidence.objects.filter(entry_id=pool["group"].id).exists()
+    assert Entry.objects.count() == 3
+    # [P2] The purge is logged like any change.
+    assert Change.objects.count() == before + 1
+    assert json.loads(Change.objects.latest("version").payload)[0]["op"] == "purge"
+
+
+def test_purge_memory_by_chat_and_org(world: World) -> None:
+    pool = build_pool(world)
+    chat_tag = next(
+        tag for tag in pool["mine"].tag_rows.values_list("tag", flat=True) if tag[:5] == "chat:"
+    )
+
+    assert run("purge_memory", "--bot", world.bot.id, "--tag", chat_tag) == {"removed": 2}
+    assert run("purge_memory", "--bot", world.bot.id, "--tag", f"org:{world.org.id}") == {
+        "removed": 3
+    }
+    assert run("purge_memory", "--bot", world.bot.id, "--tag", f"org:{world.org.id}") == {
+        "removed": 0
+    }
+
+
+def test_purge_memory_never_decrypts(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    build_pool(world)
+    refuse_decryption(monkeypatch)
+
+    assert run("purge_memory", "--bot", world.bot.id, "--tag", f"org:{world.org.id}") == {
+        "removed": 5
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--bot", "bot_unknown", "--tag", "from:u_1"], "--bot"),
+        (["--bot", "{bot}", "--tag", "for:bot"], "--tag"),
+        (["--bot", "{bot}", "--tag", "testing"], "--tag"),
+        (["--bot", "{bot}", "--tag", "from:"], "--tag"),
+        (["--bot", "{bot}"], "--tag"),
+        (["--tag", "from:u_1"], "--bot"),
+        (["--bot", "{linked}", "--tag", "from:u_1"], "--bot"),
+    ],
+)
+def test_purge_memory_names_the_bad_option(world: World, args: list[str], option: str) -> None:
+    linked = services.bot_link(bot=world.bot, organization=world.other_org)
+    args = [arg.format(bot=world.bot.id, linked=linked.id) for arg in args]
+
+    with pytest.raises(CommandError, match=option):
+        call_command("purge_memory", *args, stdout=io.StringIO())
+
+
+# memory_stats
+
+
+def test_memory_stats_counts_without_reading_content(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = build_pool(world)
+    world.alice.client().post(
+        f"/v1/bots/{world.bot.id}/memory",
+        {"command": {"_tag": "Forget", "id": pool["mine"].id}},
+        format="json",
+    )
+    refuse_decryption(monkeypatch)
+
+    result = run("memory_stats", "--bot", world.bot.id)
+
+    assert result == {
+        "bot": world.bot.id,
+        "pool": world.bot.id,
+        "version": 7,
+        "entries": 5,
+        "layers": {"fact": 3, "observation": 1, "pinned": 1},
+        "statuses": {"active": 3, "invalidated": 1, "retracted": 1},
+        "topics": {"rail": 1, "team": 2, "trip-planning": 2},
+    }
+
+
+def test_memory_stats_of_an_empty_and_of_a_linked_bot(world: World) -> None:
+    linked = services.bot_link(bot=world.bot, organization=world.other_org)
+    empty = {
+        "version": 0,
+        "entries": 0,
+        "layers": {"fact": 0, "observation": 0, "pinned": 0},
+        "statuses": {"active": 0, "invalidated": 0, "retracted": 0},
+        "topics": {},
+    }
+    assert run("memory_stats", "--bot", world.bot.id) == {
+        "bot": world.bot.id,
+        "pool": world.bot.id,
+        **empty,
+    }
+    build_pool(world)
+
+    result = run("memory_stats", "--bot", linked.id)
+
+    assert result["bot"] == linked.id
+    assert result["pool"] == world.bot.id
+    assert result["entries"] == 5
+
+
+def test_memory_stats_names_the_bad_option(world: World) -> None:
+    with pytest.raises(CommandError, match="--bot"):
+        call_command("memory_stats", "--bot", "bot_unknown", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="--bot"):
+        call_command("memory_stats", stdout=io.StringIO())
+
+
+# reencrypt
+
+
+def raw_values() -> dict[tuple[str, str | None, Any], str]:
+    """Every stored (non-empty) encrypted value, by (table, column, primary key)."""
+    values = {}
+    with connection.cursor() as cursor:
+        for model, field in reencrypt.encrypted_columns():
+            table, column = model._meta.db_table, field.column
+            key = model._meta.pk.column  # type: ignore[union-attr]
+            cursor.execute(
+                f'SELECT "{key}", "{column}" FROM "{table}" '
+                f'WHERE "{column}" IS NOT NULL AND "{column}" <> \'\''
+            )
+            for pk, token in cursor.fetchall():
+                values[(table, column, pk)] = token
+    return values
+
+
+def plain_values() -> dict[str, Any]:
+    """What the application reads, through the ORM."""
+    return {
+        "entries": dict(Entry.objects.values_list("id", "content")),
+        "changes": dict(Change.objects.values_list("id", "payload")),
+        "items": dict(Item.objects.values_list("id", "text")),
+    }
+
+
+def test_encrypted_columns_are_found_in_every_app() -> None:
+    found = {(model._meta.label, field.name) for model, field in reencrypt.encrypted_columns()}
+
+    assert {("memory.Entry", "content"), ("memory.Change", "payload"), ("chats.Item", "text")} <= (
+        found
+    )
+
+
+def test_key_rotation_end_to_end(world: World, settings: Any) -> None:
+    """[X1] Written under K1; K2 put first; reencrypt; readable with K2 alone."""
+    settings.OPENBOT_ENCRYPTION_KEYS = [K1]
+    build_pool(world)
+    before = plain_values()
+    stored = raw_values()
+    assert len(stored) == 3 + 5 + 6  # items, entries, change payloads
+    assert all(Fernet(K1.encode()).decrypt(token.encode()) for token in stored.values())
+
+    settings.OPENBOT_ENCRYPTION_KEYS = [K2, K1]
+    assert run("reencrypt", "--batch-size", "2") == {"reencrypted": len(stored)}
+
+    settings.OPENBOT_ENCRYPTION_KEYS = [K2]
+    assert plain_values() == before
+    rotated = raw_values()
+    assert rotated.keys() == stored.keys()
+    for where, token in rotated.items():
+        assert token != stored[where]
+        assert Fernet(K2.encode()).decrypt(token.encode())
+        with pytest.raises(InvalidToken):
+            Fernet(K1.encode()).decrypt(token.encode())
+    # Running again is harmless.
+    assert run("reencrypt") == {"reencrypted": len(stored)}
+    assert plain_values() == before
+
+    # [X1] A wrong key fails loudly; it never returns ciphertext as text.
+    settings.OPENBOT_ENCRYPTION_KEYS = [K3]
+    with pytest.raises(EncryptionKeyError):
+        Entry.objects.first()
+    with pytest.raises(EncryptionKeyError):
+        list(Item.objects.values_list("text", flat=True))
+
+
+def test_reencrypt_keeps_empty_values_empty(world: World, settings: Any) -> None:
+    settings.OPENBOT_ENCRYPTION_KEYS = [K1]
+    build_pool(world)
+    world.alice.client().post(
+        f"/v1/bots/{world.bot.id}/memory/purge",
+        {"tag": f"from:{world.bob.person.id}"},
+        format="json",
+    )
+    blank = set(Change.objects.filter(payload="").values_list("id", flat=True))
+    assert blank
+
+    settings.OPENBOT_ENCRYPTION_KEYS = [K2, K1]
+    run("reencrypt")
+
+    assert set(Change.objects.filter(payload="").values_list("id", flat=True)) == blank
+
+
+def test_reencrypt_never_overwrites_a_live_write(
+    world: World, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value written between the batch's read and its update is kept, not rotated over."""
+    settings.OPENBOT_ENCRYPTION_KEYS = [K1]
+    chat = chat_for(world.alice, world.bot)
+    first, second = say(chat, world.alice, "first"), say(chat, world.alice, "second")
+    settings.OPENBOT_ENCRYPTION_KEYS = [K2, K1]
+    real_rotate = reencrypt.rotate
+
+    def rotate_during_a_live_write(token: str) -> str:
+        if Item.objects.get(pk=first.pk).text == "first":
+            Item.objects.filter(pk=first.pk).update(text="written live")
+        return real_rotate(token)
+
+    monkeypatch.setattr(reencrypt, "rotate", rotate_during_a_live_write)
+
+    result = run("reencrypt")
+
+    items = dict(Item.objects.values_list("pk", "text"))
+    assert items[first.pk] == "written live"
+    assert items[second.pk] == "second"
+    # Every stored value except the one written live was rotated.
+    assert result == {"reencrypted": len(raw_values()) - 1}
+
+
+def test_reencrypt_stops_on_a_value_no_key_opens(world: World, settings: Any) -> None:
+    settings.OPENBOT_ENCRYPTION_KEYS = [K1]
+    build_pool(world)
+    settings.OPENBOT_ENCRYPTION_KEYS = [K2, K3]
+
+    with pytest.raises(CommandError, match="cannot be opened") as raised:
+        call_command("reencrypt", stdout=io.StringIO())
+
+    assert "short answers" not in str(raised.value)
+    settings.OPENBOT_ENCRYPTION_KEYS = [K1]
+    assert Entry.objects.get(layer="pinned").content == "short answers"
+
+
+@pytest.mark.parametrize("size", ["0", "-3", "many", "1.5"])
+def test_reencrypt_names_a_bad_batch_size(size: str) -> None:
+    with pytest.raises(CommandError, match="--batch-size"):
+        call_command("reencrypt", "--batch-size", size, stdout=io.StringIO())
