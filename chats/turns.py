@@ -9,11 +9,12 @@ The bot is never told that anything came from memory.
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 
 from chats.models import Chat, Item, Turn
 from chats.services import item_append, turn_end, turn_start
-from memorybot.calls import model_call, reply_deadline_s
+from memorybot.calls import model_call
 from memorybot.confide import CONFIDE_TOOL, confide_hear
 from memorybot.enrichment import enrich_input
 from memorybot.models import LearningRun
@@ -66,7 +67,7 @@ def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
             purpose="answer",
             model=chat.bot.model,
             request=ModelRequest(messages=tuple(messages), tools=tools),
-            deadline_s=reply_deadline_s(),
+            deadline_s=settings.OPENBOT_ANSWER_DEADLINE_SECONDS,
         )
         if not outcome.ok or outcome.result is None:
             break

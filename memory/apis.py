@@ -10,13 +10,12 @@ from rest_framework.views import APIView
 
 from memory.access import Reader
 from memory.models import Pool
-from memory.selectors import change_log, entries_for_reader, entry_bodies
+from memory.selectors import change_log, entries_for_reader, entry_bodies, pool_settings
 from memory.services import (
     check_topics,
     entry_forget,
     entry_remember,
     memory_settings_update,
-    pool_of,
     pool_purge,
 )
 from openbot.access import Caller, bot_for_memory_admin, bot_for_reader
@@ -226,7 +225,7 @@ class MemoryBotApi(APIView):
     @extend_schema(responses={200: MemoryBotOutput, **ERRORS})
     def get(self, request: Request, bot_id: str) -> Response:
         bot = bot_for_memory_admin(caller=caller_of(request), bot_id=bot_id)
-        return Response(MemoryBotOutput(pool_of(bot.id)).data)
+        return Response(MemoryBotOutput(pool_settings(bot.id)).data)
 
     @extend_schema(request=InputSerializer, responses={200: MemoryBotOutput, **ERRORS})
     def patch(self, request: Request, bot_id: str) -> Response:

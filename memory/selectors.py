@@ -24,6 +24,11 @@ from openbot.models import Bot
 CONTEXT_LINE_OVERHEAD = len("- \n")
 
 
+def pool_settings(pool_id: str) -> Pool:
+    """[A5] The pool's settings; a pool nobody changed yet has the defaults (not stored)."""
+    return Pool.objects.filter(bot_id=pool_id).first() or Pool(bot_id=pool_id)
+
+
 def pool_version(pool_id: str) -> int:
     return Pool.objects.filter(bot_id=pool_id).values_list("version", flat=True).first() or 0
 

@@ -10,7 +10,7 @@ when no entry is visible [S2]. The rewrite is stored, encrypted, with the origin
 import json
 
 from chats.models import Item, Turn
-from memory.selectors import context, has_entries, validate_references
+from memory.selectors import context, validate_references
 from memorybot.calls import model_call, reply_deadline_s
 from memorybot.models import Enrichment
 from memorybot.providers import EntryText, Material, Message, ModelRequest
@@ -39,9 +39,9 @@ def enrich_input(*, turn: Turn, item: Item) -> str:
     if not chat.organization.bot_memory or duty.model is None:  # [N4]
         return original
     readers = readers_of_chat(chat, turn.person_id)
-    if not has_entries(chat.bot, readers):  # [S2] no visible entries: no model call
-        return original
     found = context(chat.bot, readers, CONTEXT_LIMIT)
+    # [S2] No visible entry (or none that fits): no model call. `context` answers this
+    # already, so a separate `has_entries` query would only repeat its work [Q2].
     if not found.entry_ids:
         return original
     notes = "\n".join(

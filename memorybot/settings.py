@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from chats.models import Chat
 from memory.access import Reader
-from memory.models import Pool
+from memory.selectors import pool_settings
 from memorybot.budget import BudgetPeriod
 from openbot.models import Bot, Organization
 
@@ -28,7 +28,7 @@ def duty_for(chat: Chat) -> Duty:
     """[B1] Model and cost come from the chat's organization, limits from the pool."""
     organization = chat.organization
     pool_bot = chat.bot.source or chat.bot
-    pool = Pool.objects.filter(bot=pool_bot).first() or Pool(bot=pool_bot)
+    pool = pool_settings(pool_bot.id)
     return Duty(
         organization=organization,
         pool_bot=pool_bot,

@@ -107,6 +107,8 @@ OPENBOT_SLOT_DIR = env_str("OPENBOT_SLOT_DIR")
 # [B6] Deadlines, in seconds.
 OPENBOT_REPLY_DEADLINE_SECONDS = env_float("OPENBOT_REPLY_DEADLINE_SECONDS", 15.0)
 OPENBOT_LEARNING_STEP_SECONDS = env_float("OPENBOT_LEARNING_STEP_SECONDS", 120.0)
+# How long the bot's own model may take to answer one round of a turn.
+OPENBOT_ANSWER_DEADLINE_SECONDS = env_float("OPENBOT_ANSWER_DEADLINE_SECONDS", 60.0)
 
 LOGGING = {
     "version": 1,

@@ -315,6 +315,7 @@ def test_a_failing_bot_model_still_ends_the_turn(
     scene: World, fake_openai: FakeOpenAI, settings: Settings, failure: dict[str, Any]
 ) -> None:
     settings.OPENBOT_REPLY_DEADLINE_SECONDS = 1
+    settings.OPENBOT_ANSWER_DEADLINE_SECONDS = 1  # the bot's own model has a deadline of its own
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(WORDS, []))
     fake_openai.reply(**failure)
