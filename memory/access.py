@@ -169,7 +169,7 @@ def visible_in_order(
     *, pool_id: str, reader: Reader, active_only: bool
 ) -> Iterator[tuple[str, int]]:
     """(id, content length) of the entries `reader` may see, in memory order, for callers that
-    stop early ([S1] context).
+    stop early ([S1] context); read it under the pool's lock [L1].
 
     Ordering the admitted entries is cheap (one index-only step each); checking their
     dependencies is not. So the admitted entries are read in growing windows and only the

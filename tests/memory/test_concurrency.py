@@ -278,14 +278,11 @@ def test_a_reader_waits_for_the_change_and_then_sees_it(place: Place) -> None:
     writer = in_thread(race, write)
     writer.start()
     assert held.wait(timeout=10)
-    started = time.monotonic()
     seen = place.read()
-    waited = time.monotonic() - started
     writer.join(timeout=10)
     assert race.errors == []
     # Uncommitted rows are invisible: seeing the entry means the read waited for the commit.
     assert seen == set(written)
-    assert waited >= 0.2
 
 
 def test_readers_share_the_lock(place: Place) -> None:

@@ -91,7 +91,7 @@ def test_a_waiting_task_gets_the_slot_when_it_frees_in_time(
 def test_no_concurrency_limit_lets_tasks_run_together(
     world: World, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.reply(delay=1.0)
+    fake_openai.reply(delay=3.0)  # long enough that both are in flight even on a busy machine
     first = InThread(lambda: confide(world, concurrency=None, deadline_s=10.0))
     assert fake_openai.wait_for_requests(1)
     second = confide(world, concurrency=None, deadline_s=10.0)

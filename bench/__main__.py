@@ -1,0 +1,115 @@
+"""`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures.
+
+DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
+is created if missing); DJANGO_SETTINGS_MODULE defaults to `settings.dev`. A run deletes the
+previous run's bench organization and builds everything again, unless `--reuse` finds pools of
+the requested sizes.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import dj_database_url
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/bench"
+
+
+def database_ensure(url: str) -> None:
+    """Create the PostgreSQL database `url` names if it does not exist yet."""
+    config = dj_database_url.parse(url)
+    if config["ENGINE"] != "django.db.backends.postgresql":
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(
+        dbname="postgres",
+        host=config.get("HOST") or None,
+        port=config.get("PORT") or None,
+        user=config.get("USER") or None,
+        password=config.get("PASSWORD") or None,
+        autocommit=True,
+    ) as admin:
+        name = str(config["NAME"])
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if exists is None:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
+    """Build (or reuse) the world and pools, print the figures; whether the chosen reader's
+    figures meet the targets."""
+    from bench import memory, pool
+
+    world = pool.world_find() if reuse else None
+    if world is None:
+        started = time.perf_counter()
+        pool.world_remove()
+        world = pool.world_build()
+        seconds = time.perf_counter() - started
+        print(
+            f"built the world ({pool.PEOPLE} people, {pool.CHANNELS} channels) in {seconds:.1f} s"
+        )
+    built = []
+    for size in sizes:
+        found = pool.pool_find(world, size) if reuse else None
+        if found is None:
+            found = pool.pool_build(world, size=size)
+            print(f"built the {size:,}-entry pool in {found.build_seconds:.1f} s")
+        else:
+            print(f"reused the {size:,}-entry pool")
+        built.append(found)
+    rows = [
+        row for built_pool in built for row in memory.measure_pool(built_pool, world, runs=runs)
+    ]
+    print()
+    print(memory.table(rows))
+    return all(row.met for row in rows if row.reader == "chosen")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--sizes", default="10000,100000", help="pool sizes, comma-separated")
+    parser.add_argument(
+        "--runs", type=int, default=200, help="timed calls per figure (half for GET memory)"
+    )
+    parser.add_argument("--reuse", action="store_true", help="reuse pools of an earlier run")
+    parser.add_argument(
+        "--turn", action="store_true", help="measure the [Q2] turn overhead instead (bench.turn)"
+    )
+    args = parser.parse_args(argv)
+    if args.turn:
+        from bench import turn
+
+        return turn.main(["--runs", str(args.runs)])
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings.dev")
+    os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
+    database_ensure(os.environ["DATABASE_URL"])
+
+    import django
+
+    django.setup()
+
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test.utils import override_settings
+
+    call_command("migrate", verbosity=0)
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(
+        f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
+        f"{os.cpu_count()} CPUs, load average {load}; timed calls per figure: {args.runs}"
+    )
+    # Production runs without DEBUG; with it every query would also be logged and timed.
+    with override_settings(DEBUG=False):
+        met = run(
+            sizes=[int(size) for size in args.sizes.split(",")], runs=args.runs, reuse=args.reuse
+        )
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
