@@ -1,9 +1,9 @@
 """[Q2] The memory overhead of a turn: enrichment without the model's own time.
 
 A turn's memory work is `memorybot.enrichment.enrich_input`: the memory bot's terms for the
-chat, the readers of the answer, `has_entries`, `context(limit=4000)`, the recorded model call
-(budget check, encrypted request and result), `validate_references` and the stored, encrypted
-enrichment. The model is the built-in offline provider, whose own time is near zero; it is
+chat, the readers of the answer, `context(limit=4000)` (which also answers [S2]), the recorded
+model call (budget check, encrypted request and result), `validate_references` and the stored,
+encrypted enrichment. The model is the built-in offline provider, whose own time is near zero; it is
 timed on its own and subtracted per turn, so `overhead` is what memory adds to a turn whatever
 model runs. Every timed turn really is enriched (the input shares words with the entries).
 
@@ -40,7 +40,6 @@ INPUT = "Did the release slip again, and when does the new office open?"
 
 # The parts of `enrich_input` timed inside each turn: (module, attribute, name).
 PARTS = (
-    ("memorybot.enrichment", "has_entries", "has_entries"),
     ("memorybot.enrichment", "context", "context"),
     ("memorybot.enrichment", "model_call", "model call"),
     ("memorybot.enrichment", "validate_references", "validate_references"),
