@@ -144,7 +144,8 @@ class Evidence(models.Model):
 
     class Meta:
         constraints = [
-            # [W4] The same evidence item is applied to a pool once, whatever runs race.
+            # [V3] One access rule per source item of an entry. (That runs never apply the
+            # same item twice [W4] is kept by the chat's read position, locked at apply.)
             models.UniqueConstraint(
                 fields=["entry", "chat_id", "item_seq"], name="one_evidence_per_item"
             )

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from chats.models import Chat, Event, Item, Turn
@@ -34,6 +34,7 @@ from memorybot.settings import duty_for, readers_of_chat
 logger = logging.getLogger(__name__)
 
 STEP = "changes"
+MAX_CLAIMS = 5
 LEARNING_CONTEXT_SIZE = 300
 SOURCE_KINDS = {Item.Kind.PERSON, Item.Kind.TOOL_RESULT, Item.Kind.NOTICE}
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
@@ -99,11 +100,35 @@ def _claim(run_id: int) -> datetime | None:
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=now))
         # The message that brought the run here is used up: recovery may send a new one
         # once this lease ends or the run waits for a budget period.
+        .filter(claims__lt=MAX_CLAIMS)
         .update(
-            status=LearningRun.Status.RUNNING, leased_until=lease, not_before=None, sent_at=None
+            status=LearningRun.Status.RUNNING,
+            leased_until=lease,
+            not_before=None,
+            sent_at=None,
+            claims=F("claims") + 1,
         )
     )
     return lease if claimed else None
+
+
+def runs_give_up() -> int:
+    """End, with a safe error, runs whose workers kept dying or failing on them: after
+    MAX_CLAIMS claims without progress. Their read position stays, so a later confide asks
+    to learn from that evidence again [B6]."""
+    return (
+        LearningRun.objects.filter(
+            status__in=[LearningRun.Status.WAITING, LearningRun.Status.RUNNING],
+            claims__gte=MAX_CLAIMS,
+        )
+        .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=timezone.now()))
+        .update(
+            status=LearningRun.Status.FAILED,
+            error="the run failed too often",
+            leased_until=None,
+            finished_at=timezone.now(),
+        )
+    )
 
 
 def _held(run: LearningRun, lease: datetime | None) -> QuerySet[LearningRun]:
@@ -184,6 +209,7 @@ def learning_run_process(*, run_id: int) -> None:
                 status=LearningRun.Status.WAITING,
                 not_before=budget_period_end(duty.budget_period, timezone.now()),
                 leased_until=None,
+                claims=0,  # waiting for money is not a failure
             )
             return
         if outcome.status in (ModelCall.Status.TIMEOUT, ModelCall.Status.NO_SLOT):

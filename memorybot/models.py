@@ -115,6 +115,9 @@ class LearningRun(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     # When a message for it was last sent: recovery does not resend a run still queued.
     sent_at = models.DateTimeField(null=True, blank=True)
+    # Workers that took the run since it last made progress; too many end it (a run that
+    # crashes its worker every time must not be retried forever).
+    claims = models.PositiveIntegerField(default=0)
     # A safe message only (never content): why the run failed or learned nothing.
     error = models.CharField(max_length=200, blank=True, default="")
     # [W7] Refused changes: [{"change": index, "reason": code}].

@@ -17,9 +17,10 @@ _inprocess: dramatiq.Worker | None = None
 
 def recover_learning() -> int:
     """Re-enqueue every run that is due; returns how many."""
-    from memorybot.learning import runs_due
+    from memorybot.learning import runs_due, runs_give_up
     from memorybot.tasks import learning_send
 
+    runs_give_up()
     run_ids = runs_due()
     for run_id in run_ids:
         learning_send(run_id)

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,9 +18,10 @@ from pytest_django.fixtures import Settings
 from chats.models import Chat, Item
 from memory.lock import pool_write
 from memory.models import Entry, Evidence
-from memorybot.learning import learning_run_process
+from memorybot.learning import MAX_CLAIMS, learning_run_process, runs_due
 from memorybot.models import LearningRun, ModelCall
 from memorybot.tasks import learn
+from memorybot.worker import recover_learning
 from tests.conftest import World
 from tests.fakes.openai_server import FakeOpenAI, FakeReply
 from tests.memorybot.learning_world import (
@@ -357,3 +359,39 @@ def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
+
+
+def test_a_run_whose_workers_keep_dying_is_given_up_safely(
+    world: World, fake_openai: FakeOpenAI
+) -> None:
+    """[W2, B6] Each claim counts; a run whose workers died MAX_CLAIMS times (left running
+    with a lease that ran out) is ended by the recovery pass with a safe error instead of
+    being sent again forever, and its read position stays for a later confide."""
+    memory_bot_on(world)
+    chat = chat_of(world.alice, world.bot)
+    turn = confided_turn(chat, world.alice, "I collect stamps.")
+    run = run_of(turn)
+    expired = timezone.now() - timedelta(seconds=1)
+    # The state dead workers leave: running, the lease run out, one claim short of the cap.
+    LearningRun.objects.filter(id=run.id).update(
+        status=LearningRun.Status.RUNNING, leased_until=expired, claims=MAX_CLAIMS - 1
+    )
+    assert run.id in runs_due()
+    learning_answer(fake_openai, [fact_change("alice collects stamps", person_item(turn))])
+    learning_run_process(run_id=run.id)  # the last claim still learns
+    run.refresh_from_db()
+    assert run.status == LearningRun.Status.DONE
+
+    turn = confided_turn(chat, world.alice, "I collect coins too.")
+    run = run_of(turn)
+    LearningRun.objects.filter(id=run.id).update(
+        status=LearningRun.Status.RUNNING, leased_until=expired, claims=MAX_CLAIMS
+    )
+    asked = len(fake_openai.requests)
+    assert recover_learning() == 0
+    learning_run_process(run_id=run.id)
+    run.refresh_from_db()
+    assert run.status == LearningRun.Status.FAILED
+    assert run.error == "the run failed too often"
+    assert len(fake_openai.requests) == asked
+    assert Chat.objects.get(id=chat.id).read_position < (run.turn.end_seq or 0)
