@@ -10,7 +10,7 @@ a model set, a confession also stores a learning run for its turn [F4, W1].
 from django.db import transaction
 
 from chats.models import Turn
-from memorybot.calls import CALM_REPLY, model_call, reply_deadline_s
+from memorybot.calls import CALM_REPLY, reply_deadline_s
 from memorybot.learning import learning_run_create
 from memorybot.models import Confession
 from memorybot.providers import Material, Message, ModelRequest, Tool
@@ -47,19 +47,13 @@ def confide_hear(*, turn: Turn, text: str) -> str:
     text = text[:MAX_CONFESSION]
     reply = CALM_REPLY
     if duty.model is not None and text.strip():
-        outcome = model_call(
-            organization=duty.organization,
-            bot=duty.pool_bot,
+        outcome = duty.call(
             purpose="confide",
-            model=duty.model,
             request=ModelRequest(
                 messages=(Message.system(PRIEST_PROMPT), Message.user(text)),
                 material=Material(text=text),
             ),
             deadline_s=reply_deadline_s(),
-            concurrency=duty.concurrency,
-            budget_period=duty.budget_period,
-            budget_limit_micros=duty.budget_limit_micros,
         )
         if outcome.ok and outcome.result and (outcome.result.content or "").strip():
             reply = (outcome.result.content or "").strip()

@@ -11,7 +11,7 @@ import json
 
 from chats.models import Item, Turn
 from memory.selectors import context, validate_references
-from memorybot.calls import model_call, reply_deadline_s
+from memorybot.calls import reply_deadline_s
 from memorybot.models import Enrichment
 from memorybot.providers import EntryText, Material, Message, ModelRequest
 from memorybot.settings import duty_for, readers_of_chat
@@ -62,17 +62,7 @@ def enrich_input(*, turn: Turn, item: Item) -> str:
             ),
         ),
     )
-    outcome = model_call(
-        organization=duty.organization,
-        bot=duty.pool_bot,
-        purpose="enrichment",
-        model=duty.model,
-        request=request,
-        deadline_s=reply_deadline_s(),
-        concurrency=duty.concurrency,
-        budget_period=duty.budget_period,
-        budget_limit_micros=duty.budget_limit_micros,
-    )
+    outcome = duty.call(purpose="enrichment", request=request, deadline_s=reply_deadline_s())
     if not outcome.ok or outcome.result is None:  # [N4] budget, timeout, error
         return original
     answer = _parse(outcome.result.content)

@@ -26,7 +26,7 @@ from memory.access import Reader, audience_allowed, visible_ids
 from memory.models import Change, Entry, EntryTag
 from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
-from memorybot.calls import learning_step_deadline_s, model_call
+from memorybot.calls import learning_step_deadline_s
 from memorybot.models import LearningRun, ModelCall
 from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
 from memorybot.settings import duty_for, readers_of_chat
@@ -190,16 +190,10 @@ def learning_run_process(*, run_id: int) -> None:
         lease = _renew(run, lease)
         if lease is None:
             return  # another worker took the run over while this one waited to read the pool
-        outcome = model_call(
-            organization=duty.organization,
-            bot=duty.pool_bot,
+        outcome = duty.call(
             purpose="learning",
-            model=duty.model,
             request=request,
             deadline_s=learning_step_deadline_s(),
-            concurrency=duty.concurrency,
-            budget_period=duty.budget_period,
-            budget_limit_micros=duty.budget_limit_micros,
             step_key=_step_key(run),
             attempt=ModelCall.objects.filter(step_key=_step_key(run)).count() + 1,
         )

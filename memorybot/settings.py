@@ -7,6 +7,8 @@ from chats.models import Chat
 from memory.access import Reader
 from memory.selectors import pool_settings
 from memorybot.budget import BudgetPeriod
+from memorybot.calls import CallOutcome, model_call
+from memorybot.providers import ModelRequest
 from openbot.models import Bot, Organization
 
 
@@ -22,6 +24,32 @@ class Duty:
     concurrency: int | None
     budget_period: BudgetPeriod | None
     budget_limit_micros: int | None
+
+    def call(
+        self,
+        *,
+        purpose: str,
+        request: ModelRequest,
+        deadline_s: float,
+        step_key: str | None = None,
+        attempt: int = 1,
+    ) -> CallOutcome:
+        """One memory-bot model call under these terms (the model must be set)."""
+        if self.model is None:
+            raise ValueError("the memory bot has no model for this chat [B1]")
+        return model_call(
+            organization=self.organization,
+            bot=self.pool_bot,
+            purpose=purpose,
+            model=self.model,
+            request=request,
+            deadline_s=deadline_s,
+            concurrency=self.concurrency,
+            budget_period=self.budget_period,
+            budget_limit_micros=self.budget_limit_micros,
+            step_key=step_key,
+            attempt=attempt,
+        )
 
 
 def duty_for(chat: Chat) -> Duty:
