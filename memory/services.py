@@ -32,7 +32,6 @@ from openbot.clock import now_ms
 from openbot.errors import ApplicationError, Conflict, invalid
 
 TOPIC = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-OWNED_KINDS = ("from", "for", "org", "chat", "channel", "app")
 PURGE_KINDS = ("from", "chat", "org", "channel")
 MAX_CONTENT = 10_000
 

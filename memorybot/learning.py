@@ -229,15 +229,17 @@ def _step_key(run: LearningRun) -> str:
 
 
 def _recorded_result(run: LearningRun) -> ModelResult | None:
-    """[W3] A step that completed is never called (or billed) again: reuse its result."""
-    call = (
+    """[W3] A step that completed is never called (or billed) again: reuse its result.
+    Only the result is read: the request (the items and up to 300 entries) is not decrypted."""
+    result = (
         ModelCall.objects.filter(step_key=_step_key(run), status=ModelCall.Status.OK)
         .order_by("attempt")
+        .values_list("result", flat=True)
         .first()
     )
-    if call is None:
+    if result is None:
         return None
-    return ModelResult.from_json(json.loads(call.result))
+    return ModelResult.from_json(json.loads(result))
 
 
 def _run_items(run: LearningRun) -> list[Item]:
@@ -338,7 +340,7 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
     refusals: list[dict[str, Any]] = []
     with memory.pool_change(pool_id=chat.bot.pool_bot_id, by=Change.By.MEMORY_BOT) as change:
         # [L1, W6] The readers' rights as of now, read under the write lock.
-        readers = readers_of_chat(chat, run.turn.person_id)
+        readers = readers_of_chat(chat, run.turn.person_id).as_of_now()
         if _held(run, lease).select_for_update().values_list("id", flat=True).first() is None:
             return
         # The newest read position, locked: evidence another run applied is never applied again.

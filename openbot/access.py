@@ -48,22 +48,27 @@ def bot_level(*, bot: Bot, person_id: str, organization_id: str) -> str | None:
     return None
 
 
+def _bot_and_level(*, caller: Caller, bot_id: str) -> tuple[Bot, str]:
+    """A bot of the caller's organization and the caller's grant level on it, else 404."""
+    bot = Bot.objects.filter(id=bot_id, organization=caller.organization).first()
+    level = (
+        None
+        if bot is None
+        else bot_level(bot=bot, person_id=caller.person.id, organization_id=caller.organization.id)
+    )
+    if bot is None or level is None:
+        raise NotFound(f"bot {bot_id} not found")
+    return bot, level
+
+
 def bot_for_reader(*, caller: Caller, bot_id: str) -> Bot:
     """A bot the caller may read (chat with, read memory for them), else 404."""
-    bot = Bot.objects.filter(id=bot_id, organization=caller.organization).first()
-    if (
-        bot is None
-        or bot_level(bot=bot, person_id=caller.person.id, organization_id=caller.organization.id)
-        is None
-    ):
-        raise NotFound(f"bot {bot_id} not found")
-    return bot
+    return _bot_and_level(caller=caller, bot_id=bot_id)[0]
 
 
 def bot_for_memory_admin(*, caller: Caller, bot_id: str) -> Bot:
     """[A4, A5, H4] `write` on a bot that is not linked; 404 if unseen, 403 if only read."""
-    bot = bot_for_reader(caller=caller, bot_id=bot_id)
-    level = bot_level(bot=bot, person_id=caller.person.id, organization_id=caller.organization.id)
+    bot, level = _bot_and_level(caller=caller, bot_id=bot_id)
     if level != Grant.Level.WRITE:
         raise Forbidden("this needs write on the bot")
     if bot.source_id is not None:

@@ -63,10 +63,21 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "body": [str(detail)]}
 
 
+def _encodable(text: str) -> str:
+    """`text` with lone surrogates escaped: JSON lets a body hold "\\ud800", DRF echoes such
+    field names and choices in its messages, and UTF-8 cannot encode them (a 500)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": _encodable(message)}
     if fields:
-        error["fields"] = fields
+        error["fields"] = {
+            _encodable(str(name)): (
+                [_encodable(str(text)) for text in texts] if isinstance(texts, list) else texts
+            )
+            for name, texts in fields.items()
+        }
     return {"error": error}
 
 

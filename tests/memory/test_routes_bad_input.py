@@ -46,6 +46,10 @@ COMMAND_CASES: list[tuple[Any, str]] = [
     ({"command": {"_tag": "Forget", "id": "m" * 41}}, "command.id"),
     ({"command": {"_tag": "Forget", "id": "mem_1", "content": "x"}}, "command.content"),
     ({"command": {"_tag": "Forget", "id": "mem_1", "tags": []}}, "command.tags"),
+    # A lone surrogate echoed in the message once made the response unencodable (a 500).
+    ({"command": {"_tag": "\ud800"}}, "command._tag"),
+    ({"command": {"_tag": "Remember", "content": "x", "\ud800": 1}}, "command"),
+    ({"command": {"_tag": "Remember", "content": "x"}, "\ud800": 1}, "\\ud800"),
 ]
 PURGE_CASES: list[tuple[Any, str]] = [
     ([], "body"),
@@ -58,6 +62,8 @@ PURGE_CASES: list[tuple[Any, str]] = [
     ({"tag": "from:" + "u" * 200}, "tag"),
     ({"tag": "from:u_1", "tags": ["x"]}, "tags"),
     ({"tag": "for:bot"}, "tag"),
+    ({"tag": "from:u_\ud800"}, "tag"),
+    ({"tag": "from:u_1", "\ud800": 1}, "\\ud800"),
 ]
 SETTINGS_CASES: list[tuple[Any, str]] = [
     ([], "body"),
@@ -88,6 +94,8 @@ SETTINGS_CASES: list[tuple[Any, str]] = [
     ({"expected": 0, "budget": {"period": "day", "limitMicros": 1.5}}, "budget.limitMicros"),
     ({"expected": 0, "budget": {"period": "day", "limitMicros": 5, "x": 1}}, "budget.x"),
     ({"expected": 0, "version": 1}, "version"),
+    ({"expected": 0, "budget": {"period": "\ud800", "limitMicros": 5}}, "budget.period"),
+    ({"expected": 0, "\ud800": 1}, "\\ud800"),
 ]
 
 

@@ -283,6 +283,36 @@ def test_turn_in_an_unknown_chat_is_404(world: World) -> None:
     assert response.status_code == 404
 
 
+# --- lone surrogates: JSON may hold "\ud800", UTF-8 cannot ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("post", "chats", {"bot": BOT, "\ud800": 1}),
+        ("post", "chats", {"bot": BOT, "channel": "ch_\ud800"}),
+        ("patch", "settings", {"botMemory": True, "\ud800": 1}),
+        ("patch", "settings", {"botMemoryModel": "\ud800"}),
+        ("post", "turns", {"text": "hi", "\ud800": 1}),
+        ("post", "turns", {"text": "hi \ud800"}),
+    ],
+)
+def test_a_lone_surrogate_is_a_400_not_a_500(
+    world: World, chat_url: str, method: str, route: str, body: dict[str, Any]
+) -> None:
+    """An unknown field (or a value) that is a lone surrogate is named in the 400; echoing it
+    as it came made the JSON response unencodable, a 500."""
+    url = {
+        "chats": "/v1/chats",
+        "settings": f"/v1/organizations/{world.org.id}/settings",
+        "turns": chat_url,
+    }[route]
+    raw = json.dumps(with_bot(world, body))  # ASCII JSON text with a "\ud800" escape
+    response = getattr(world.alice.client(), method)(url, raw, content_type="application/json")
+    assert response.status_code == 400, (response.status_code, response.content)
+    error(response)
+
+
 # --- ids in the URL ------------------------------------------------------------------------
 
 
