@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from memorybot.models import ModelCall
+from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from openbot.admin import ReadOnlyAdmin
 
 
@@ -24,3 +24,30 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "attempt",
     )
     list_filter = ("purpose", "status", "billed")
+
+
+@admin.register(Confession)
+class ConfessionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "chat_id", "turn_id")
+
+
+@admin.register(Enrichment)
+class EnrichmentAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "chat_id", "turn_id")
+
+
+@admin.register(LearningRun)
+class LearningRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "created_at",
+        "chat_id",
+        "turn_id",
+        "status",
+        "start_seq",
+        "end_seq",
+        "claims",
+        "error",
+        "finished_at",
+    )
+    list_filter = ("status",)

@@ -14,6 +14,9 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from chats import services as chat_services
+from memorybot.confide import confide_hear
+from memorybot.models import Confession, Enrichment, LearningRun
+from openbot import services
 from openbot.fields import EncryptedTextField
 from tests.conftest import World
 
@@ -53,6 +56,15 @@ def content(world: World) -> World:
     )
     chat_services.turn_end(turn=turn)
     chat_services.notice_append(chat=services_chat, text=CANARY)
+    # The memory bot's records of the turn [O3]: confessions and enrichments are content too.
+    services.organization_settings_update(
+        organization=world.org, bot_memory_model="offline:extractive"
+    )
+    services_chat.refresh_from_db()
+    confide_hear(turn=turn, text=CANARY)  # a confession and a learning run
+    Enrichment.objects.create(
+        chat=services_chat, turn=turn, text=CANARY, original=CANARY, entry_ids=[]
+    )
     return world
 
 
@@ -196,3 +208,10 @@ def test_staff_accounts_and_groups_are_read_only_too() -> None:
         assert not model_admin.has_add_permission(request), model
         assert not model_admin.has_change_permission(request), model
         assert not model_admin.has_delete_permission(request), model
+
+
+def test_the_memory_bots_records_are_in_the_admin(content: World) -> None:
+    """[O3] Confessions, enrichments and learning runs are registered (metadata only)."""
+    assert Confession.objects.exists() and LearningRun.objects.exists()
+    for model in (Confession, Enrichment, LearningRun):
+        assert model in admin.site._registry, model
