@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 
 from chats.models import Chat, Item, Turn
 from chats.selectors import chat_for_owner, chat_for_participant, chat_items
-from chats.services import MAX_TEXT, chat_create, chat_history_delete
-from chats.turns import turn_run
+from chats.services import MAX_TEXT, chat_create
+from chats.turns import chat_history_forget, turn_run
 from memorybot.models import Confession, Enrichment
 from openbot.access import bot_for_reader
 from openbot.auth import caller_of
@@ -92,7 +92,7 @@ class ChatItemsApi(APIView):
         chat = chat_for_participant(caller=caller, chat_id=chat_id)
         if chat.owner_id != caller.person.id:
             raise Forbidden("only the chat's owner may delete its history")
-        chat_history_delete(chat=chat)
+        chat_history_forget(chat=chat)
         return Response(status=204)
 
 

@@ -13,11 +13,11 @@ from django.conf import settings
 from django.db import transaction
 
 from chats.models import Chat, Item, Turn
-from chats.services import item_append, turn_end, turn_start
+from chats.services import chat_history_delete, item_append, turn_end, turn_start
 from memorybot.calls import model_call
 from memorybot.confide import CONFIDE_TOOL, confide_hear
 from memorybot.enrichment import enrich_input
-from memorybot.models import LearningRun
+from memorybot.models import Confession, Enrichment, LearningRun
 from memorybot.providers import Message, ModelRequest
 from memorybot.tasks import learning_enqueue
 from openbot.models import Person
@@ -94,3 +94,13 @@ def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
             )
         )
     return TurnOutcome(turn=turn, items=[person_item, bot_item])
+
+
+@transaction.atomic
+def chat_history_forget(*, chat: Chat) -> None:
+    """[C4, P3] Delete the chat's history: its items, and the confessions and enrichments that
+    repeat its words (an enrichment keeps the person's original). Memory learned from the
+    chat stays; purging `chat:<id>` removes that too."""
+    chat_history_delete(chat=chat)
+    Confession.objects.filter(chat=chat).delete()
+    Enrichment.objects.filter(chat=chat).delete()

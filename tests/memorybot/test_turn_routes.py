@@ -206,3 +206,27 @@ def test_the_routes_are_in_the_schema(world: World, anon: APIClient) -> None:
     paths = anon.get("/v1/schema", HTTP_ACCEPT="application/json").json()["paths"]
     for route in ("turns", *READS):
         assert f"/v1/chats/{{chat_id}}/{route}" in paths
+
+
+# --- DELETE /v1/chats/:id/items [C4, P3] ----------------------------------------------------
+
+
+def test_deleting_the_history_removes_its_words_but_keeps_what_was_learned(
+    scene: World,
+) -> None:
+    """The owner's DELETE removes the items and the confessions and enrichments that repeat
+    the chat's words (an enrichment holds the person's original); memory stays [P3]."""
+    client = scene.alice.client()
+    chat_id = chat_open(scene.alice, scene.bot)
+    remember(scene.alice, scene.bot, "Basel trains leave from track 7")
+    take_turn(scene.alice, chat_id, WORDS)
+    assert Confession.objects.filter(chat_id=chat_id).exists()
+    assert Enrichment.objects.filter(chat_id=chat_id).exists()
+    memory_before = client.get(f"/v1/bots/{scene.bot.id}/memory").json()["entries"]
+
+    assert client.delete(f"/v1/chats/{chat_id}/items").status_code == 204
+
+    assert client.get(f"/v1/chats/{chat_id}/items").json() == {"items": []}
+    for route in READS:
+        assert client.get(f"/v1/chats/{chat_id}/{route}").json() == {route: []}
+    assert client.get(f"/v1/bots/{scene.bot.id}/memory").json()["entries"] == memory_before
