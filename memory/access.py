@@ -97,13 +97,24 @@ class Reader:
         return tags
 
 
+def _foreign_org(entry: OuterRef, organization_id: str) -> QuerySet[EntryTag]:
+    """[V4](b) The `org:` tags of `entry` that name another organization."""
+    return EntryTag.objects.filter(entry_id=entry, kind="org").exclude(tag=f"org:{organization_id}")
+
+
+def valid_in_organization(*, pool_id: str, organization_id: str) -> QuerySet[Entry]:
+    """[W5, V7] Valid entries of the pool (active, every source provable) that work in the
+    organization may use: what learning's topic counts cover — not any one reader's view."""
+    return Entry.objects.filter(pool_id=pool_id, sound=True, status=Entry.Status.ACTIVE).exclude(
+        Exists(_foreign_org(OuterRef("pk"), organization_id))
+    )
+
+
 def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
     """Closure rows of the outer `entry` whose entry fails the local rule for `reader`."""
     ancestor = OuterRef("ancestor_id")
     admitted = EntryTag.objects.filter(entry_id=ancestor, tag__in=reader.for_tags)
-    foreign_org = EntryTag.objects.filter(entry_id=ancestor, kind="org").exclude(
-        tag=f"org:{reader.organization_id}"
-    )
+    foreign_org = _foreign_org(ancestor, reader.organization_id)
     unmet_evidence = Evidence.objects.filter(entry_id=ancestor).exclude(
         organization_id=reader.organization_id, rule__in=reader.rules
     )

@@ -8,11 +8,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count
 
 from memory.access import (
     Reader,
     any_visible,
+    valid_in_organization,
     visible_entries,
     visible_ids,
     visible_in_order,
@@ -210,14 +211,8 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
             "entry_id", "tag"
         ):
             topics[entry_id].append(tag)
-        valid_in_org = Entry.objects.filter(
-            pool_id=pool_id, sound=True, status=Entry.Status.ACTIVE
-        ).exclude(
-            Exists(
-                EntryTag.objects.filter(entry_id=OuterRef("pk"), kind="org").exclude(
-                    tag=f"org:{reader.organization_id}"
-                )
-            )
+        valid_in_org = valid_in_organization(
+            pool_id=pool_id, organization_id=reader.organization_id
         )
         counts = dict(
             EntryTag.objects.filter(kind="topic", entry__in=valid_in_org)
