@@ -41,10 +41,15 @@ def tag_kind(tag: str) -> str:
     return tag.split(":", 1)[0] if ":" in tag else "topic"
 
 
+def is_topic(tag: object) -> bool:
+    """[E3] A topic: lowercase letters, digits and single inner hyphens, at most 64."""
+    return isinstance(tag, str) and len(tag) <= 64 and TOPIC.fullmatch(tag) is not None
+
+
 def check_topics(topics: list[str], field_name: str = "tags") -> list[str]:
     """[E3] Topics only: lowercase letters, digits, single inner hyphens; colon tags refused."""
     for topic in topics:
-        if not isinstance(topic, str) or not TOPIC.fullmatch(topic) or len(topic) > 64:
+        if not is_topic(topic):
             raise invalid(
                 field_name,
                 "tags must be topics: lowercase letters, digits and single inner hyphens "

@@ -399,7 +399,7 @@ def _topics(value: Any) -> list[str]:
         raise Refused("bad_topic")
     if any(":" in topic for topic in value):
         raise Refused("colon_tag")
-    if not all(memory.TOPIC.fullmatch(topic) and len(topic) <= 64 for topic in value):
+    if not all(memory.is_topic(topic) for topic in value):
         raise Refused("bad_topic")
     return list(dict.fromkeys(value))
 
@@ -512,11 +512,10 @@ def _add_observation(state: _Apply, proposed: dict[str, Any]) -> None:
             .values_list("tag", flat=True)
         )
     )
-    for_sets = [
-        set(source_tags.filter(entry_id=source_id, kind="for").values_list("tag", flat=True))
-        for source_id in ids
-    ]
-    common = sorted(set.intersection(*for_sets))
+    for_sets: dict[str, set[str]] = {source_id: set() for source_id in ids}
+    for source_id, tag in source_tags.filter(kind="for").values_list("entry_id", "tag"):
+        for_sets[source_id].add(tag)
+    common = sorted(set.intersection(*for_sets.values()))
     wanted = proposed.get("audience")
     if wanted is None:
         audience = common or [_readers_tag(state.readers)]

@@ -6,6 +6,7 @@ the old one. A value no configured key opens raises `EncryptionKeyError` — nev
 returned as if it were text. `''` is stored as `''` and NULL as NULL.
 """
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -45,23 +46,22 @@ def encrypt(text: str) -> str:
     return keyring().encrypt(text.encode()).decode()
 
 
-def decrypt(token: str) -> str:
+def _open(operation: Callable[[bytes], bytes], token: str) -> str:
     try:
-        return keyring().decrypt(token.encode()).decode()
+        return operation(token.encode()).decode()
     except InvalidToken:
         raise EncryptionKeyError(
             "an encrypted value cannot be opened with any key in OPENBOT_ENCRYPTION_KEYS"
         ) from None
+
+
+def decrypt(token: str) -> str:
+    return _open(keyring().decrypt, token)
 
 
 def rotate(token: str) -> str:
     """Re-encrypt `token` under the first key (keeps Fernet's timestamp)."""
-    try:
-        return keyring().rotate(token.encode()).decode()
-    except InvalidToken:
-        raise EncryptionKeyError(
-            "an encrypted value cannot be opened with any key in OPENBOT_ENCRYPTION_KEYS"
-        ) from None
+    return _open(keyring().rotate, token)
 
 
 class EncryptedTextField(models.TextField):
