@@ -1,6 +1,7 @@
 """Test settings: SQLite unless DATABASE_URL names PostgreSQL; fixed test keys."""
 
 import os
+import tempfile
 
 TEST_ENCRYPTION_KEY = "dGVzdC1vbmx5LW9wZW5ib3QtZW5jcnlwdGlvbi1rZXk="
 os.environ.setdefault("OPENBOT_ENCRYPTION_KEYS", TEST_ENCRYPTION_KEY)
@@ -9,7 +10,12 @@ from settings.dev import *  # noqa: E402, F403
 from settings.dev import DATABASES  # noqa: E402
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["NAME"] = ":memory:"
+    # A file, not ":memory:": the in-memory test database uses SQLite's shared cache, whose
+    # table locks fail at once ("database table is locked") when threads write together,
+    # instead of waiting out the busy timeout as a file database does.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"openbot-test-{os.getpid()}.sqlite3")
+    }
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 OPENBOT_INPROCESS_WORKER = False  # tests start their own workers
