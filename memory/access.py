@@ -6,7 +6,8 @@ readers of an answer in a group chat). Reader X may see entry E iff E is structu
 reachable — derived on write by memory.graph) and E *and every entry it depends on* (the
 `Closure` rows of E, itself included) passes the local rule:
 
-- (a) the reader is not excluded from it [P1];
+- (a) the reader is not excluded from it [P1] — for a channel circle, no current member of the
+  channel is [V10]: Forget is "no longer for you", and you read the group's answers too;
 - (b) every `org:` tag equals the reader's organization;
 - (c) some `for:` tag admits the reader;
 - (d) every evidence rule is one the reader satisfies now, in the reader's organization.
@@ -123,6 +124,11 @@ def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
     failing: Any = not_admitted | Exists(foreign_org) | Exists(unmet_evidence)
     if reader.person_id is not None:
         failing |= Exists(Exclusion.objects.filter(entry_id=ancestor, person_id=reader.person_id))
+    if reader.circle_id is not None:
+        # [V10, H5] Members as of this read: someone who joins later and had taken their part
+        # back hides the entry from the group from then on.
+        members = ChannelMember.objects.filter(channel_id=reader.circle_id).values("person_id")
+        failing |= Exists(Exclusion.objects.filter(entry_id=ancestor, person_id__in=members))
     return Closure.objects.filter(entry_id=entry).filter(failing)
 
 

@@ -135,6 +135,9 @@ class PoolModel:
             return False
         if reader.person is not None and reader.person in entry.excluded:
             return False
+        # [V10] A circle: no current member of the channel may be excluded.
+        if reader.circle is not None and self.members.get(reader.circle, set()) & entry.excluded:
+            return False
         # (b)
         if any(tag != f"org:{reader.organization}" for tag in entry.tags if tag[:4] == "org:"):
             return False

@@ -217,6 +217,30 @@ def test_a_group_chat_uses_the_groups_and_everyones_entries(
     assert Enrichment.objects.get().entry_ids == [group.id, everyone.id]
 
 
+def test_a_group_chat_no_longer_uses_what_a_member_forgot(
+    scene: World, fake_openai: FakeOpenAI
+) -> None:
+    """[V10] Forget is "no longer for you": alice reads the group's answers too, so neither the
+    forgotten entry nor a conclusion drawn from it is used there; carol still reads it."""
+    group = group_fact(scene, "The team hikes on Saturdays.")
+    everyone = observation([group], audience="for:bot", content="Hikes start at nine.")
+    forget = {"command": {"_tag": "Forget", "id": group.id}}
+    assert scene.alice.client().post(memory_url(scene), forget, format="json").status_code == 200
+    chat_id = chat_open(scene.alice, scene.bot, channel=scene.channel.id)
+    take_turn(scene.carol, chat_id, WORDS)
+    assert enrich_requests(fake_openai) == []
+    [answer] = bot_requests(fake_openai)
+    assert last_user_text(answer) == WORDS
+    alice_sees = scene.alice.client().get(memory_url(scene)).json()["entries"]
+    carol_sees = scene.carol.client().get(memory_url(scene)).json()["entries"]
+    assert [entry["id"] for entry in alice_sees] == []
+    assert {entry["id"] for entry in carol_sees} == {group.id, everyone.id}
+
+
+def memory_url(world: World) -> str:
+    return f"/v1/bots/{world.bot.id}/memory"
+
+
 def test_a_group_chat_with_only_private_entries_calls_no_model(
     scene: World, fake_openai: FakeOpenAI
 ) -> None:
