@@ -1,4 +1,5 @@
-"""Refuse NUL characters in the URL before any view queries the database with them."""
+"""Edges of every request: NUL characters refused before any view queries the database with
+them, and unknown URLs answered in the error shape."""
 
 from collections.abc import Callable
 
@@ -32,3 +33,20 @@ class RefuseNulCharacters:
                     status=400,
                 )
         return self.get_response(request)
+
+
+class JsonNotFound:
+    """[A14] A URL that matches no route answers the JSON 404 in every settings module.
+
+    Django's `handler404` is not used while DEBUG is on (the development default), which shows
+    an HTML page instead; a route's own 404 (an unknown or invisible id) is left as it is.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 404 and getattr(request, "resolver_match", None) is None:
+            return JsonResponse(error_body("not_found", "not found"), status=404)
+        return response

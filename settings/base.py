@@ -26,6 +26,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "openbot.middleware.JsonNotFound",
     "django.middleware.security.SecurityMiddleware",
     "openbot.middleware.RefuseNulCharacters",
     "django.contrib.sessions.middleware.SessionMiddleware",
