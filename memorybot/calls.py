@@ -20,14 +20,13 @@ from django.utils import timezone
 from memorybot.budget import BUDGET_PERIODS, BudgetPeriod, budget_exhausted, call_cost
 from memorybot.models import ModelCall
 from memorybot.providers import (
-    ModelNameError,
     ModelRequest,
     ModelResult,
     ProviderError,
-    parse_model,
     provider_for,
 )
 from memorybot.slots import task_slot
+from openbot.model_names import ModelNameError, parse_model
 from openbot.models import Bot, Organization
 
 logger = logging.getLogger(__name__)

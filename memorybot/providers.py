@@ -34,19 +34,15 @@ import httpx
 import openai
 from django.conf import settings
 
+from openbot.model_names import ModelName, ModelNameError
+
 Role = Literal["system", "user", "assistant", "tool"]
 Purpose = Literal["confide", "enrichment", "learning", "answer"]
-
-PROVIDERS = ("openai", "offline")
 
 # The SDK logs request options at DEBUG (OPENAI_LOG=debug turns it on): content must never
 # reach logs [X1], so its logger never goes below INFO.
 if logging.getLogger("openai").getEffectiveLevel() < logging.INFO:
     logging.getLogger("openai").setLevel(logging.INFO)
-
-
-class ModelNameError(ValueError):
-    """A model string that is not `"<provider>:<model>"` with a known provider."""
 
 
 class ProviderError(Exception):
@@ -60,30 +56,6 @@ class ProviderError(Exception):
         super().__init__(message)
         self.kind = kind
         self.http_status = http_status
-
-
-@dataclass(frozen=True)
-class ModelName:
-    provider: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.provider}:{self.name}"
-
-
-def parse_model(value: str) -> ModelName:
-    """Split `"<provider>:<model>"`; the model part may itself hold colons (`llama3:8b`)."""
-    if not isinstance(value, str) or ":" not in value:
-        raise ModelNameError('a model is written "<provider>:<model>", e.g. "openai:gpt-4o-mini"')
-    provider, name = value.split(":", 1)
-    provider, name = provider.strip(), name.strip()
-    if provider not in PROVIDERS:
-        raise ModelNameError(
-            f"unknown model provider {provider[:40]!r}; known: {', '.join(PROVIDERS)}"
-        )
-    if not name:
-        raise ModelNameError(f'the model name after "{provider}:" is empty')
-    return ModelName(provider=provider, name=name)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ import secrets
 
 from django.db import transaction
 
-from openbot.errors import ApplicationError, NotFound
+from openbot.errors import ApplicationError, NotFound, invalid
+from openbot.model_names import model_name_checked
 from openbot.models import (
     Bot,
     Channel,
@@ -25,6 +26,8 @@ def token_hash(raw: str) -> str:
 @transaction.atomic
 def organization_create(*, name: str) -> Organization:
     """Create an organization with default settings [H1]."""
+    if not name.strip():
+        raise invalid("name", "an organization needs a name")
     return Organization.objects.create(name=name)
 
 
@@ -72,8 +75,8 @@ def token_create(*, person: Person, organization: Organization) -> str:
 def bot_create(*, organization: Organization, name: str = "", model: str | None = None) -> Bot:
     """Create a bot owned by `organization` [H3]."""
     bot = Bot(organization=organization, name=name)
-    if model:
-        bot.model = model
+    if model is not None:
+        bot.model = model_name_checked(model, field="model")  # [A15]
     bot.save()
     return bot
 
@@ -174,7 +177,9 @@ def organization_settings_update(
         organization.bot_memory_model = None
         fields.append("bot_memory_model")
     elif bot_memory_model is not None:
-        organization.bot_memory_model = bot_memory_model
+        organization.bot_memory_model = model_name_checked(  # [A15]
+            bot_memory_model, field="botMemoryModel"
+        )
         fields.append("bot_memory_model")
     if fields:
         organization.save(update_fields=fields)

@@ -11,16 +11,14 @@ from memorybot.providers import (
     ItemText,
     Material,
     Message,
-    ModelName,
-    ModelNameError,
     ModelRequest,
     ModelResult,
     OfflineProvider,
     Tool,
     ToolCall,
     Usage,
-    parse_model,
 )
+from openbot.model_names import ModelName, ModelNameError, parse_model
 from tests.conftest import World
 from tests.fakes.openai_server import FakeOpenAI
 

@@ -199,6 +199,16 @@ def test_settings_patch_refuses_non_object_and_malformed_bodies(world: World, ra
     assert_names(response, "body")
 
 
+@pytest.mark.parametrize("model", ["junk", "gpt-4", "anthropic:claude", "openai:", " : "])
+def test_settings_patch_refuses_a_model_no_provider_runs(world: World, model: str) -> None:
+    """[A15] A model is "<provider>:<model>" with a known provider; nothing is changed."""
+    url = f"/v1/organizations/{world.org.id}/settings"
+    response = world.alice.client().patch(url, {"botMemoryModel": model}, format="json")
+    assert_names(response, "botMemoryModel")
+    world.org.refresh_from_db()
+    assert world.org.bot_memory_model is None
+
+
 def test_settings_patch_refuses_an_oversized_body(world: World) -> None:
     url = f"/v1/organizations/{world.org.id}/settings"
     raw = json.dumps({"botMemoryModel": "m" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)})
@@ -214,8 +224,8 @@ def test_settings_patch_accepts_the_valid_forms(world: World) -> None:
         "botMemory": True,
         "botMemoryModel": None,
     }
-    response = client.patch(url, {"botMemory": False, "botMemoryModel": "m:1"}, format="json")
-    assert response.json() == {"botMemory": False, "botMemoryModel": "m:1"}
+    response = client.patch(url, {"botMemory": False, "botMemoryModel": "openai:m1"}, format="json")
+    assert response.json() == {"botMemory": False, "botMemoryModel": "openai:m1"}
     response = client.patch(url, {"botMemoryModel": None}, format="json")
     assert response.json() == {"botMemory": False, "botMemoryModel": None}
 

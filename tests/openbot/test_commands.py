@@ -155,8 +155,14 @@ def test_provisioning_chain(db: Any) -> None:
         "botMemoryModel": None,
     }
     assert run(
-        "set_org_settings", "--org", org["id"], "--bot-memory", "off", "--bot-memory-model", "m:1"
-    ) == {"botMemory": False, "botMemoryModel": "m:1"}
+        "set_org_settings",
+        "--org",
+        org["id"],
+        "--bot-memory",
+        "off",
+        "--bot-memory-model",
+        "openai:m1",
+    ) == {"botMemory": False, "botMemoryModel": "openai:m1"}
     assert run("set_org_settings", "--org", org["id"], "--bot-memory-model", "none") == {
         "botMemory": False,
         "botMemoryModel": None,
@@ -281,6 +287,16 @@ def test_unknown_ids(world: World, command: str, args: list[str], option: str) -
         # [H5] channels hold members of their organization.
         ("create_channel", ["--org", "<org>", "--members", "<dave>"], "--members"),
         ("channel_member", ["--channel", "<channel>", "--add", "<dave>"], "--add"),
+        # [A15] a model is "<provider>:<model>" with a known provider; an org has a name.
+        ("create_bot", ["--org", "<org>", "--model", "gpt-4"], "--model"),
+        ("create_bot", ["--org", "<org>", "--model", "anthropic:claude"], "--model"),
+        (
+            "set_org_settings",
+            ["--org", "<org>", "--bot-memory-model", "junk"],
+            "--bot-memory-model",
+        ),
+        ("create_org", ["--name", ""], "--name"),
+        ("create_org", ["--name", "   "], "--name"),
     ],
 )
 def test_refusals_of_the_services_name_the_option(

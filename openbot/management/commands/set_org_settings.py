@@ -12,6 +12,7 @@ from openbot.services import organization_settings_update
 
 class Command(JsonCommand):
     help = "Set botMemory (on/off) and botMemoryModel (a model or none)."
+    options_of_fields = {"botMemoryModel": "--bot-memory-model"}
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--org", required=True)
