@@ -2,16 +2,19 @@
 
 from typing import Any
 
+from django.db.models import Q
+from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from openbot.access import Caller
 from openbot.models import Membership, Token
-from openbot.services import token_hash
+from openbot.services import token_hash, token_mark_used
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer <token>` for a person who is still a member of its organization."""
+    """`Authorization: Bearer <token>` that is not expired, for a person who is still a member
+    of its organization [H2, H7]."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         header = authentication.get_authorization_header(request).split()
@@ -26,6 +29,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = (
             Token.objects.select_related("person", "organization")
             .filter(key_hash=token_hash(raw))
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
             .first()
         )
         if (
@@ -35,6 +39,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             ).exists()
         ):
             raise exceptions.AuthenticationFailed("Authorization: invalid token")
+        token_mark_used(token)
         return token.person, token
 
     def authenticate_header(self, request: Request) -> str:

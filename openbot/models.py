@@ -54,6 +54,10 @@ class Token(models.Model):
     person = models.ForeignKey(Person, on_delete=models.CASCADE)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     created_at = models.DateTimeField(auto_now_add=True)
+    # [H7] None: never expires.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # [H7] Refreshed at most once a minute, so reads stay reads.
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"token {self.pk} of {self.person_id} in {self.organization_id}"

@@ -2,8 +2,10 @@
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.db import transaction
+from django.utils import timezone
 
 from openbot.errors import ApplicationError, NotFound, invalid
 from openbot.model_names import model_name_checked
@@ -52,6 +54,11 @@ def membership_add(*, organization: Organization, person: Person, admin: bool = 
 @transaction.atomic
 def membership_remove(*, organization: Organization, person: Person) -> None:
     """Take `person` out of `organization`: its channels, grants and tokens there go too."""
+    if not Membership.objects.filter(organization=organization, person=person).exists():
+        raise NotFound(
+            f"person: {person.id} is not a member of {organization.id}",
+            fields={"person": ["not a member of the organization"]},
+        )
     ChannelMember.objects.filter(person=person, channel__organization=organization).delete()
     Grant.objects.filter(person=person, bot__organization=organization).delete()
     Token.objects.filter(person=person, organization=organization).delete()
@@ -59,16 +66,43 @@ def membership_remove(*, organization: Organization, person: Person) -> None:
 
 
 @transaction.atomic
-def token_create(*, person: Person, organization: Organization) -> str:
-    """[H2] Issue a token; the raw value is returned once and only its hash is stored."""
+def token_create(
+    *, person: Person, organization: Organization, expires_in_days: int | None = None
+) -> str:
+    """[H2, H7] Issue a token; the raw value is returned once and only its hash is stored."""
+    if expires_in_days is not None and not 1 <= expires_in_days <= 36_500:
+        raise invalid("expires_in", "must be 1 to 36500 days")
     if not Membership.objects.filter(organization=organization, person=person).exists():
         raise ApplicationError(
             f"person: {person.id} is not a member of {organization.id}",
             fields={"person": ["not a member of the organization"]},
         )
     raw = f"obt_{secrets.token_urlsafe(32)}"
-    Token.objects.create(key_hash=token_hash(raw), person=person, organization=organization)
+    Token.objects.create(
+        key_hash=token_hash(raw),
+        person=person,
+        organization=organization,
+        expires_at=None
+        if expires_in_days is None
+        else timezone.now() + timedelta(days=expires_in_days),
+    )
     return raw
+
+
+@transaction.atomic
+def token_revoke(*, token_id: int) -> None:
+    """[H7] Revoke a token: the next request with it is a 401."""
+    deleted, _ = Token.objects.filter(pk=token_id).delete()
+    if not deleted:
+        raise NotFound(f"token: no token with id {token_id}", fields={"token": ["not found"]})
+
+
+def token_mark_used(token: Token) -> None:
+    """[H7] Note that `token` was used now; written at most once a minute per token."""
+    now = timezone.now()
+    if token.last_used_at is not None and now - token.last_used_at < timedelta(minutes=1):
+        return
+    Token.objects.filter(pk=token.pk).update(last_used_at=now)
 
 
 @transaction.atomic

@@ -74,7 +74,8 @@ def test_bootstrap_prints_a_demo_that_works(db: Any) -> None:
 
 
 def test_bootstrap_is_idempotent(db: Any) -> None:
-    """Run twice: the same organization, person and bot, a fresh token, both tokens work."""
+    """Run twice: the same organization, person and bot, and a fresh token; the earlier demo
+    token is revoked, so `make run` never leaves a trail of valid tokens behind [H7]."""
     first = run("bootstrap")
     second = run("bootstrap")
     for key in ("organization", "person", "bot"):
@@ -84,9 +85,9 @@ def test_bootstrap_is_idempotent(db: Any) -> None:
     assert Person.objects.count() == 1
     assert Bot.objects.count() == 1
     assert Grant.objects.count() == 2
-    for token in (first["token"], second["token"]):
-        response = client_for(token).get(f"/v1/organizations/{first['organization']}/settings")
-        assert response.status_code == 200
+    url = f"/v1/organizations/{first['organization']}/settings"
+    assert client_for(first["token"]).get(url).status_code == 401
+    assert client_for(second["token"]).get(url).status_code == 200
 
 
 def test_bootstrap_token_authenticates_over_http(live_server: Any) -> None:
@@ -120,7 +121,8 @@ def test_provisioning_chain(db: Any) -> None:
     assert Membership.objects.get(person_id=member["id"]).role == "member"
 
     token = run("create_token", "--person", member["id"], "--org", org["id"])
-    assert set(token) == {"token"} and token["token"] not in (admin["token"], member["token"])
+    assert set(token) == {"token", "id", "expiresAt"} and token["expiresAt"] is None
+    assert token["token"] not in (admin["token"], member["token"])
 
     bot = run("create_bot", "--org", org["id"], "--name", "Helper", "--model", "offline:x")
     assert set(bot) == {"id"} and bot["id"].startswith("bot_")

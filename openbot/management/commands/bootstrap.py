@@ -1,6 +1,7 @@
 """A demo organization, admin, bot and token: prints {"organization", "person", "bot", "token"}.
 
-Idempotent: it reuses the demo organization, person and bot, and issues a new token each run.
+Idempotent: it reuses the demo organization, person and bot, and issues a new token each run,
+revoking the ones it issued before, so only the token printed last is valid [H7].
 """
 
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from openbot.management.commands._json import JsonCommand
-from openbot.models import Bot, Membership, Organization
+from openbot.models import Bot, Membership, Organization, Token
 from openbot.services import (
     bot_create,
     grant_set,
@@ -48,6 +49,7 @@ class Command(JsonCommand):
             bot = bot_create(organization=organization, name="Demo Bot", model=OFFLINE_MODEL)
             grant_set(bot=bot, level="read", organization=organization)
             grant_set(bot=bot, level="write", person=person)
+        Token.objects.filter(person=person, organization=organization).delete()
         return {
             "organization": organization.id,
             "person": person.id,

@@ -1,11 +1,12 @@
-"""Issue a token for a person in an organization: prints {"token"}."""
+"""Issue a token for a person in an organization: prints {"token", "id", "expiresAt"}."""
 
 from typing import Any
 
 from django.core.management.base import CommandParser
 
+from openbot.clock import to_ms
 from openbot.management.commands._json import JsonCommand, lookup
-from openbot.models import Organization, Person
+from openbot.models import Organization, Person, Token
 from openbot.services import token_create
 
 
@@ -15,8 +16,19 @@ class Command(JsonCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--person", required=True)
         parser.add_argument("--org", required=True)
+        parser.add_argument(
+            "--expires-in", type=int, metavar="DAYS", help="days until it expires (default: never)"
+        )
 
     def run(self, **options: Any) -> dict[str, Any]:
         person = lookup(Person, options["person"], "--person")
         organization = lookup(Organization, options["org"], "--org")
-        return {"token": token_create(person=person, organization=organization)}
+        raw = token_create(
+            person=person, organization=organization, expires_in_days=options["expires_in"]
+        )
+        token = Token.objects.filter(person=person, organization=organization).latest("pk")
+        return {
+            "token": raw,
+            "id": token.pk,
+            "expiresAt": to_ms(token.expires_at) if token.expires_at else None,
+        }
