@@ -138,3 +138,29 @@ def test_a_dropped_key_leaves_every_route_up_with_empty_lists(world: World, sett
     assert (after["settings"], after["chat"]) == (before["settings"], before["chat"])
     report, _ = verify_encryption()
     assert report["unreadable"] == sum(model._base_manager.count() for model, name, _ in COLUMNS)
+
+
+def test_deleting_and_purging_damaged_rows_reads_none_of_them(world: World) -> None:
+    """Deletes go by id: every value damaged, history delete and purge still answer."""
+    chat_id = chat_filling_every_encrypted_column(world)
+    for model, name, _ in COLUMNS:
+        for pk in model._base_manager.values_list("pk", flat=True):
+            flip_a_byte(model, pk, name)
+    client = world.alice.client()
+
+    deleted = client.delete(f"/v1/chats/{chat_id}/items")
+    purged = client.post(
+        f"/v1/bots/{world.bot.id}/memory/purge",
+        {"tag": f"from:{world.alice.person.id}"},
+        format="json",
+    )
+
+    assert (deleted.status_code, purged.status_code) == (204, 200), purged.content
+    assert purged.json() == {"removed": 2}
+    after = read_every_route(world, chat_id)
+    assert (after["items"], after["confessions"], after["enrichments"]) == (
+        {"items": []},
+        {"confessions": []},
+        {"enrichments": []},
+    )
+    assert after["memory"]["entries"] == []
