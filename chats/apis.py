@@ -17,6 +17,7 @@ from openbot.access import bot_for_reader
 from openbot.auth import caller_of
 from openbot.clock import to_ms
 from openbot.errors import Forbidden
+from openbot.fields import readable
 from openbot.schema import ERRORS
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 
@@ -153,7 +154,7 @@ class ChatConfessionsApi(APIView):
     def get(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] What the bot confided and the replies; review before showing to people."""
         chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
-        confessions = Confession.objects.filter(chat=chat).order_by("id")
+        confessions = readable(Confession.objects.filter(chat=chat).order_by("id"))
         return Response({"confessions": [self.ConfessionOutput(item).data for item in confessions]})
 
 
@@ -175,5 +176,5 @@ class ChatEnrichmentsApi(APIView):
     def get(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] Per turn: the new text, the person's words and the entries used."""
         chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
-        enrichments = Enrichment.objects.filter(chat=chat).order_by("id")
+        enrichments = readable(Enrichment.objects.filter(chat=chat).order_by("id"))
         return Response({"enrichments": [self.EnrichmentOutput(item).data for item in enrichments]})

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from memory.access import Reader
 from memory.models import Pool
-from memory.selectors import change_log, entries_for_reader, entry_bodies, pool_settings
+from memory.selectors import change_log, entries_for_reader, entry_body, pool_settings
 from memory.services import (
     check_topics,
     entry_forget,
@@ -139,7 +139,7 @@ class MemoryApi(APIView):
                 content=command["content"],
                 topics=check_topics(command.get("tags", []), "command.tags"),
             )
-            return Response(entry_bodies([entry.id])[0], status=201)
+            return Response(entry_body(entry), status=201)
         if "id" not in command:
             raise invalid("command.id", "this field is required for Forget")
         for extra in ("content", "tags"):

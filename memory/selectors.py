@@ -20,6 +20,7 @@ from memory.access import (
 )
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
+from openbot.fields import readable_values
 from openbot.models import Bot
 
 CONTEXT_LINE_OVERHEAD = len("- \n")
@@ -47,10 +48,10 @@ ENTRY_FIELDS = (
 )
 
 
-def entry_bodies(ids: list[str]) -> list[dict[str, Any]]:
-    """The public format [E1, E4] of `ids`, in that order: decrypts exactly these entries."""
-    rows = {row["id"]: row for row in Entry.objects.filter(id__in=ids).values(*ENTRY_FIELDS)}
-    return _bodies([rows[entry_id] for entry_id in ids])
+def entry_body(entry: Entry) -> dict[str, Any]:
+    """The public format [E1, E4] of an entry just written, from the row in hand: nothing is
+    read back or decrypted, so there is nothing damaged to fail on [X5]."""
+    return _bodies([{name: getattr(entry, name) for name in ENTRY_FIELDS}])[0]
 
 
 def _bodies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,8 +104,17 @@ def entries_for_reader(
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
-        # Every visible entry is in the response, so its content is read in the same query.
-        return _bodies(list(entries.values(*ENTRY_FIELDS))), pool_version(pool_id)
+        # Every visible entry is in the response, so its content is read in the same query;
+        # [X5] an entry no key opens is left out of it.
+        return _bodies(readable_values(entries, *ENTRY_FIELDS)), pool_version(pool_id)
+
+
+def _contents(ids: list[str]) -> dict[str, str]:
+    """The content of each of `ids` that a key opens [X5]; decrypts exactly these entries."""
+    return {
+        row["id"]: row["content"]
+        for row in readable_values(Entry.objects.filter(id__in=ids), "id", "content")
+    }
 
 
 @dataclass(frozen=True)
@@ -130,9 +140,13 @@ def context(bot: Bot, readers: Reader, limit: int) -> Context:
                 break
             used += length + CONTEXT_LINE_OVERHEAD
             chosen.append(entry_id)
-        contents = dict(Entry.objects.filter(id__in=chosen).values_list("id", "content"))
-    texts = [contents[entry_id] for entry_id in chosen]
-    return Context(text="".join(f"- {text}\n" for text in texts), entry_ids=chosen, contents=texts)
+        contents = _contents(chosen)
+    # [X5] An entry no key opens is left out; the room it leaves is not filled.
+    used_ids = [entry_id for entry_id in chosen if entry_id in contents]
+    texts = [contents[entry_id] for entry_id in used_ids]
+    return Context(
+        text="".join(f"- {text}\n" for text in texts), entry_ids=used_ids, contents=texts
+    )
 
 
 def has_entries(bot: Bot, readers: Reader) -> bool:
@@ -205,7 +219,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
                 "id", flat=True
             )[:limit]
         )
-        contents = dict(Entry.objects.filter(id__in=ids).values_list("id", "content"))
+        contents = _contents(ids)
         topics: dict[str, list[str]] = defaultdict(list)
         for entry_id, tag in EntryTag.objects.filter(entry_id__in=ids, kind="topic").values_list(
             "entry_id", "tag"
@@ -221,7 +235,11 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
             .values_list("tag", "count")
         )
     return LearningContext(
-        entries=[(entry_id, contents[entry_id], sorted(topics[entry_id])) for entry_id in ids],
+        entries=[
+            (entry_id, contents[entry_id], sorted(topics[entry_id]))
+            for entry_id in ids
+            if entry_id in contents  # [X5] an entry no key opens is left out
+        ],
         topic_counts=counts,
     )
 

@@ -30,6 +30,7 @@ from memorybot.calls import learning_step_deadline_s
 from memorybot.models import LearningRun, ModelCall
 from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
 from memorybot.settings import duty_for, readers_of_chat
+from openbot.fields import readable
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +244,8 @@ def _recorded_result(run: LearningRun) -> ModelResult | None:
 
 
 def _run_items(run: LearningRun) -> list[Item]:
-    return list(
+    """The run's items; [X5] one that no key opens is left out (and logged), not fatal."""
+    return readable(
         Item.objects.filter(chat_id=run.chat_id, seq__gt=run.start_seq, seq__lte=run.end_seq)
         .exclude(kind=Item.Kind.TOOL_CALL)
         .order_by("seq")
@@ -438,7 +440,12 @@ def _add_fact(state: _Apply, proposed: dict[str, Any]) -> None:
     seqs = list(dict.fromkeys(seqs))
     if any(seq < state.first_seq or seq > (state.run.end_seq or 0) for seq in seqs):
         raise Refused("source_outside_range")
-    items = list(Item.objects.select_related("turn").filter(chat_id=state.chat.id, seq__in=seqs))
+    # Only metadata is checked: the sources' text is neither needed nor decrypted.
+    items = list(
+        Item.objects.select_related("turn")
+        .defer("text")
+        .filter(chat_id=state.chat.id, seq__in=seqs)
+    )
     if len(items) != len(seqs):
         raise Refused("source_missing")
     if any(item.kind not in SOURCE_KINDS for item in items):

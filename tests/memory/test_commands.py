@@ -14,7 +14,7 @@ from chats.models import Item
 from memory.management.commands import reencrypt
 from memory.models import Change, Entry, Evidence
 from openbot import services
-from openbot.fields import EncryptionKeyError
+from openbot.fields import EncryptionKeyError, encrypted_tables
 from tests.conftest import World
 from tests.memory.builders import chat_for, fact, observation, say, set_status
 
@@ -186,15 +186,16 @@ def raw_values() -> dict[tuple[str, str | None, Any], str]:
     """Every stored (non-empty) encrypted value, by (table, column, primary key)."""
     values = {}
     with connection.cursor() as cursor:
-        for model, field in reencrypt.encrypted_columns():
-            table, column = model._meta.db_table, field.column
-            key = model._meta.pk.column  # type: ignore[union-attr]
-            cursor.execute(
-                f'SELECT "{key}", "{column}" FROM "{table}" '
-                f'WHERE "{column}" IS NOT NULL AND "{column}" <> \'\''
-            )
-            for pk, token in cursor.fetchall():
-                values[(table, column, pk)] = token
+        for model, fields in encrypted_tables():
+            for field in fields:
+                table, column = model._meta.db_table, field.column
+                key = model._meta.pk.column  # type: ignore[union-attr]
+                cursor.execute(
+                    f'SELECT "{key}", "{column}" FROM "{table}" '
+                    f'WHERE "{column}" IS NOT NULL AND "{column}" <> \'\''
+                )
+                for pk, token in cursor.fetchall():
+                    values[(table, column, pk)] = token
     return values
 
 
@@ -208,7 +209,9 @@ def plain_values() -> dict[str, Any]:
 
 
 def test_encrypted_columns_are_found_in_every_app() -> None:
-    found = {(model._meta.label, field.name) for model, field in reencrypt.encrypted_columns()}
+    found = {
+        (model._meta.label, field.name) for model, fields in encrypted_tables() for field in fields
+    }
 
     assert {("memory.Entry", "content"), ("memory.Change", "payload"), ("chats.Item", "text")} <= (
         found
