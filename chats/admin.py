@@ -17,7 +17,16 @@ class ItemAdmin(ReadOnlyAdmin):
 
 @admin.register(Turn)
 class TurnAdmin(ReadOnlyAdmin):
-    list_display = ("id", "chat", "person", "input_seq", "end_seq", "started_at", "ended_at")
+    list_display = (
+        "id",
+        "chat",
+        "person",
+        "input_seq",
+        "end_seq",
+        "started_at",
+        "ended_at",
+        "error",
+    )
 
 
 @admin.register(Event)

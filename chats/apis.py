@@ -103,12 +103,17 @@ class TurnOutput(serializers.Serializer):
     person = serializers.CharField(source="person_id", allow_null=True)
     startedAt = serializers.SerializerMethodField()
     endedAt = serializers.SerializerMethodField()
+    error = serializers.SerializerMethodField()
 
     def get_startedAt(self, turn: Turn) -> int:
         return to_ms(turn.started_at)
 
     def get_endedAt(self, turn: Turn) -> int | None:
         return to_ms(turn.ended_at) if turn.ended_at else None
+
+    def get_error(self, turn: Turn) -> str | None:
+        """[C6] What went wrong in the turn (a code such as `timeout`), or null."""
+        return turn.error or None
 
 
 class ChatTurnApi(APIView):

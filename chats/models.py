@@ -32,6 +32,18 @@ class Chat(models.Model):
 class Turn(models.Model):
     """[C3] One turn: its input item, the stored person of the turn, and its end."""
 
+    class Error(models.TextChoices):
+        """[C6] What went wrong in a turn that still ended: a code, never content."""
+
+        # Stored text the turn needed (a history item, an entry) no key opens [X5].
+        UNREADABLE = "unreadable"
+        # The bot's model did not answer by its deadline or the turn's.
+        TIMEOUT = "timeout"
+        # The bot's model failed: an HTTP error, no connection, unusable output, no model.
+        MODEL_ERROR = "model_error"
+        # Anything else (a bug, a database error).
+        INTERNAL = "internal"
+
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="turns")
     # The authenticated person who started it; none for a notice.
     person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.SET_NULL)
@@ -40,6 +52,8 @@ class Turn(models.Model):
     end_seq = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # [C6] The first thing that went wrong in the turn; empty when nothing did.
+    error = models.CharField(max_length=12, choices=Error.choices, blank=True, default="")
 
     def __str__(self) -> str:
         return f"turn {self.pk} of {self.chat_id}"

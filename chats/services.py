@@ -81,12 +81,14 @@ def turn_start(*, chat: Chat, person: Person | None, text: str, notice: bool = F
 
 
 @transaction.atomic
-def turn_end(*, turn: Turn) -> Event:
-    """[C3, W2] End the turn and record "turn ended" on the shared event log."""
+def turn_end(*, turn: Turn, error: str = "") -> Event:
+    """[C3, W2] End the turn and record "turn ended" on the shared event log; `error` is the
+    code of what went wrong in it [C6]."""
     end_seq = Chat.objects.values_list("last_seq", flat=True).get(pk=turn.chat_id)
     turn.end_seq = end_seq
     turn.ended_at = timezone.now()
-    turn.save(update_fields=["end_seq", "ended_at"])
+    turn.error = error
+    turn.save(update_fields=["end_seq", "ended_at", "error"])
     event, _ = Event.objects.get_or_create(
         kind=Event.Kind.TURN_ENDED, turn=turn, defaults={"chat_id": turn.chat_id}
     )

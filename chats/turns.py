@@ -5,22 +5,38 @@ Stores the person's item and the turn with its person; lets the memory bot enric
 [N3], with `confide` offered except in test chats [F1]; stores the bot's reply; ends the turn
 and records "turn ended" for the learning runs the turn's confessions stored [W1, W2].
 The bot is never told that anything came from memory.
+
+[C6] A turn always ends. Once the person's item is stored, whatever fails — a memory-bot step,
+the bot's model, a stored text no key opens [X5], a bug, the database — the turn still gets
+the bot's item (the no-answer text when there is no answer), its end and its event, and the
+turn records what went wrong as a code. A failed memory-bot step is the calm path: the input
+unchanged, the calm reply. Everything shares the turn's deadline
+(`OPENBOT_TURN_DEADLINE_SECONDS`); each wait also keeps its own.
 """
 
+import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from chats.models import Chat, Item, Turn
 from chats.services import chat_history_delete, item_append, turn_end, turn_start
-from memorybot.calls import model_call
+from memorybot.calls import CALM_REPLY, model_call, reply_deadline_s
 from memorybot.confide import CONFIDE_TOOL, confide_hear
 from memorybot.enrichment import enrich_input
-from memorybot.models import Confession, Enrichment, LearningRun
+from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from memorybot.providers import Message, ModelRequest
 from memorybot.tasks import learning_enqueue
+from openbot.fields import EncryptionKeyError, decrypt
 from openbot.models import Person
+
+logger = logging.getLogger(__name__)
 
 MAX_TOOL_ROUNDS = 4
 BOT_PROMPT = "You are a helpful assistant. Answer the person briefly and clearly."
@@ -33,33 +49,93 @@ class TurnOutcome:
     items: list[Item]
 
 
-def _history(chat: Chat, before_seq: int) -> list[Message]:
-    """Earlier items as the bot's model sees them: persons' own words, never enrichments."""
+@dataclass
+class _Run:
+    """A turn in progress: its deadline and the first thing that went wrong in it."""
+
+    chat: Chat
+    turn: Turn
+    deadline_at: float  # a time.monotonic() value
+    error: str = ""
+
+    def wait_s(self, own_s: float) -> float:
+        """[C6] A wait with a deadline of its own, never past the turn's."""
+        return min(own_s, self.deadline_at - time.monotonic())
+
+    def note(self, code: str) -> None:
+        if not self.error:
+            self.error = code
+
+    def failed(self, step: str, exc: BaseException) -> None:
+        unreadable = isinstance(exc, EncryptionKeyError)
+        # The exception's type only: its message may quote content.
+        logger.error(
+            "turn %s of %s: %s failed (%s)", self.turn.pk, self.chat.pk, step, type(exc).__name__
+        )
+        self.note(Turn.Error.UNREADABLE if unreadable else Turn.Error.INTERNAL)
+
+
+def _history(run: _Run) -> list[Message]:
+    """Earlier items as the bot's model sees them: persons' own words, never enrichments.
+
+    [X5] An item no key opens is left out (logged by table, row and column, never its
+    ciphertext); the text is opened row by row so one damaged row does not hide the rest."""
+    rows = (
+        Item.objects.filter(chat=run.chat, seq__lt=run.turn.input_seq)
+        .order_by("seq")
+        .values_list("pk", "kind", "tool", Cast("text", TextField()))
+    )
     messages: list[Message] = []
-    for item in Item.objects.filter(chat=chat, seq__lt=before_seq).order_by("seq"):
-        if item.kind == Item.Kind.PERSON:
-            messages.append(Message.user(item.text))
-        elif item.kind == Item.Kind.BOT:
-            messages.append(Message.assistant(item.text))
-        elif item.kind == Item.Kind.NOTICE:
-            messages.append(Message.user(f"[OpenBot notice] {item.text}"))
-        elif item.kind == Item.Kind.TOOL_RESULT:
-            messages.append(Message.user(f"[result of {item.tool or 'a tool'}] {item.text}"))
+    for pk, kind, tool, sealed in rows:
+        try:
+            text = decrypt(sealed) if sealed else ""
+        except EncryptionKeyError:
+            logger.warning(
+                "turn %s: %s row %s column text: no key opens it; left out of the history",
+                run.turn.pk,
+                Item._meta.db_table,
+                pk,
+            )
+            run.note(Turn.Error.UNREADABLE)
+            continue
+        if kind == Item.Kind.PERSON:
+            messages.append(Message.user(text))
+        elif kind == Item.Kind.BOT:
+            messages.append(Message.assistant(text))
+        elif kind == Item.Kind.NOTICE:
+            messages.append(Message.user(f"[OpenBot notice] {text}"))
+        elif kind == Item.Kind.TOOL_RESULT:
+            messages.append(Message.user(f"[result of {tool or 'a tool'}] {text}"))
     return messages
 
 
-def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
-    """Run one turn started by `person` (the authenticated caller) [C3]."""
-    turn = turn_start(chat=chat, person=person, text=text)
-    person_item = Item.objects.get(chat=chat, seq=turn.input_seq)
-    new_input = enrich_input(turn=turn, item=person_item)
-    messages = [
-        Message.system(BOT_PROMPT),
-        *_history(chat, turn.input_seq),
-        Message.user(new_input),
-    ]
+def _memory_bot_step(run: _Run, step: str, work: Callable[[], str], fallback: str) -> str:
+    """[C6, X5] A memory-bot step that fails in any way is a step that failed [B6]: the caller
+    goes on with `fallback` (the unchanged input, the calm reply)."""
+    try:
+        return work()
+    except Exception as exc:
+        run.failed(step, exc)
+        return fallback
+
+
+def _answer(run: _Run, person_item: Item) -> str:
+    """The bot's reply to the turn's input, confiding along the way; NO_ANSWER (with the
+    reason noted on the run) when its model gives none."""
+    chat, turn = run.chat, run.turn
+    new_input = _memory_bot_step(
+        run,
+        "enrichment",
+        partial(
+            enrich_input,
+            turn=turn,
+            item=person_item,
+            deadline_s=run.wait_s(reply_deadline_s()),
+        ),
+        fallback=person_item.text,
+    )
+    messages = [Message.system(BOT_PROMPT), *_history(run), Message.user(new_input)]
     tools = () if chat.test else (CONFIDE_TOOL,)
-    reply = NO_ANSWER
     for _ in range(MAX_TOOL_ROUNDS):
         outcome = model_call(
             organization=chat.organization,
@@ -67,32 +143,71 @@ def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
             purpose="answer",
             model=chat.bot.model,
             request=ModelRequest(messages=tuple(messages), tools=tools),
-            deadline_s=settings.OPENBOT_ANSWER_DEADLINE_SECONDS,
+            deadline_s=run.wait_s(settings.OPENBOT_ANSWER_DEADLINE_SECONDS),
         )
         if not outcome.ok or outcome.result is None:
-            break
+            timed_out = outcome.status == ModelCall.Status.TIMEOUT
+            run.note(Turn.Error.TIMEOUT if timed_out else Turn.Error.MODEL_ERROR)
+            return NO_ANSWER
         result = outcome.result
         if not result.tool_calls:
-            reply = (result.content or "").strip() or NO_ANSWER
-            break
+            reply = (result.content or "").strip()
+            if not reply:
+                run.note(Turn.Error.MODEL_ERROR)
+            return reply or NO_ANSWER
         messages.append(Message.assistant(result.content, result.tool_calls))
         for call in result.tool_calls:
             if call.name == CONFIDE_TOOL.name and tools:
                 said = call.arguments.get("text")
-                answer = confide_hear(turn=turn, text=said if isinstance(said, str) else "")
+                answer = _memory_bot_step(
+                    run,
+                    "confide",
+                    partial(
+                        confide_hear,
+                        turn=turn,
+                        text=said if isinstance(said, str) else "",
+                        deadline_s=run.wait_s(reply_deadline_s()),
+                    ),
+                    fallback=CALM_REPLY,
+                )
             else:
                 answer = f"There is no tool named {call.name[:60]!r}."
             messages.append(Message.tool(call.id, answer))
+    run.note(Turn.Error.MODEL_ERROR)  # it kept calling tools and never answered
+    return NO_ANSWER
+
+
+def _end(run: _Run, reply: str) -> Item:
     with transaction.atomic():
-        bot_item = item_append(chat=chat, kind=Item.Kind.BOT, text=reply, turn=turn)
-        turn_end(turn=turn)
+        bot_item = item_append(chat=run.chat, kind=Item.Kind.BOT, text=reply, turn=run.turn)
+        turn_end(turn=run.turn, error=run.error)
         learning_enqueue(
             list(
                 LearningRun.objects.filter(
-                    turn=turn, status=LearningRun.Status.WAITING
+                    turn=run.turn, status=LearningRun.Status.WAITING
                 ).values_list("id", flat=True)
             )
         )
+    return bot_item
+
+
+def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
+    """Run one turn started by `person` (the authenticated caller) [C3]; it always ends [C6]."""
+    deadline_at = time.monotonic() + settings.OPENBOT_TURN_DEADLINE_SECONDS
+    turn = turn_start(chat=chat, person=person, text=text)
+    # The words are in hand: the stored copy is not read back (nor decrypted).
+    person_item = Item.objects.defer("text").get(chat=chat, seq=turn.input_seq)
+    person_item.text = text
+    run = _Run(chat=chat, turn=turn, deadline_at=deadline_at)
+    reply = NO_ANSWER
+    try:
+        reply = _answer(run, person_item)
+    except BaseException as exc:
+        run.failed("the answer", exc)
+        if not isinstance(exc, Exception):
+            raise  # the process is stopping: the turn still ends (below), then it stops
+    finally:
+        bot_item = _end(run, reply)
     return TurnOutcome(turn=turn, items=[person_item, bot_item])
 
 

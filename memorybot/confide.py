@@ -39,9 +39,10 @@ PRIEST_PROMPT = (
 MAX_CONFESSION = 8_000
 
 
-def confide_hear(*, turn: Turn, text: str) -> str:
+def confide_hear(*, turn: Turn, text: str, deadline_s: float | None = None) -> str:
     """Answer a confession (the calm reply when no model can), store it, and for a chat that
-    learns, store a learning run for the turn."""
+    learns, store a learning run for the turn. The model call waits at most `deadline_s`
+    (default: the reply deadline [B6])."""
     chat = turn.chat
     duty = duty_for(chat)
     text = text[:MAX_CONFESSION]
@@ -53,7 +54,7 @@ def confide_hear(*, turn: Turn, text: str) -> str:
                 messages=(Message.system(PRIEST_PROMPT), Message.user(text)),
                 material=Material(text=text),
             ),
-            deadline_s=reply_deadline_s(),
+            deadline_s=reply_deadline_s() if deadline_s is None else deadline_s,
         )
         if outcome.ok and outcome.result and (outcome.result.content or "").strip():
             reply = (outcome.result.content or "").strip()

@@ -29,8 +29,9 @@ ENRICH_PROMPT = (
 )
 
 
-def enrich_input(*, turn: Turn, item: Item) -> str:
-    """The text the bot's model sees for this turn's input: rewritten, or the person's own."""
+def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> str:
+    """The text the bot's model sees for this turn's input: rewritten, or the person's own.
+    The model call waits at most `deadline_s` (default: the reply deadline [B6])."""
     original = item.text
     if item.kind != Item.Kind.PERSON:  # [N1] notices are not a person's words
         return original
@@ -62,7 +63,11 @@ def enrich_input(*, turn: Turn, item: Item) -> str:
             ),
         ),
     )
-    outcome = duty.call(purpose="enrichment", request=request, deadline_s=reply_deadline_s())
+    outcome = duty.call(
+        purpose="enrichment",
+        request=request,
+        deadline_s=reply_deadline_s() if deadline_s is None else deadline_s,
+    )
     if not outcome.ok or outcome.result is None:  # [N4] budget, timeout, error
         return original
     answer = _parse(outcome.result.content)

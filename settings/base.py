@@ -110,6 +110,8 @@ OPENBOT_REPLY_DEADLINE_SECONDS = env_float("OPENBOT_REPLY_DEADLINE_SECONDS", 15.
 OPENBOT_LEARNING_STEP_SECONDS = env_float("OPENBOT_LEARNING_STEP_SECONDS", 120.0)
 # How long the bot's own model may take to answer one round of a turn.
 OPENBOT_ANSWER_DEADLINE_SECONDS = env_float("OPENBOT_ANSWER_DEADLINE_SECONDS", 60.0)
+# [C6] How long `POST /turns` may take in all: answer rounds, enrichment and confide share it.
+OPENBOT_TURN_DEADLINE_SECONDS = env_float("OPENBOT_TURN_DEADLINE_SECONDS", 60.0)
 
 LOGGING = {
     "version": 1,

@@ -7,12 +7,14 @@
 Everything is built through the real services.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
+from chats.models import Turn
 from openbot import services
 from openbot.access import Caller
 from openbot.models import Bot, Channel, Organization, Person
@@ -82,6 +84,24 @@ def world(db: Any) -> World:
         carol=carol,
         dave=dave,
     )
+
+
+@pytest.fixture(autouse=True)
+def every_turn_ends(request: pytest.FixtureRequest) -> Iterator[None]:
+    """[C6] After every test that uses the database: no started turn is left without an end.
+
+    It asks for `db` first, so the check runs before the test's database is rolled back or
+    flushed."""
+    uses_db = request.node.get_closest_marker("django_db") is not None or bool(
+        {"db", "transactional_db"} & set(request.fixturenames)
+    )
+    if not uses_db:
+        yield
+        return
+    request.getfixturevalue("db")
+    yield
+    unended = list(Turn.objects.filter(ended_at__isnull=True).values_list("id", flat=True))
+    assert unended == [], f"turns started and never ended: {unended}"
 
 
 @pytest.fixture

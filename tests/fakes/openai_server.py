@@ -2,6 +2,9 @@
 
 Tests queue replies (`server.reply(...)`) and read what arrived (`server.requests`). A request
 with no reply queued gets `server.default`. Any path ending in `/chat/completions` answers.
+A reply may trickle (the whole HTTP answer, status line first, one byte per `trickle` seconds)
+or hang up without answering; `ReceivedRequest.hung_up` says whether the client closed the
+connection before the whole answer was sent.
 
     def test_it(fake_openai):
         fake_openai.reply(content="hi", usage=(10, 5))
@@ -15,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,7 +32,9 @@ class FakeReply:
 
     `usage`: `(prompt_tokens, completion_tokens)` or None for no usage at all; `cost` adds a
     provider-reported `usage.cost` in USD. `tool_calls`: `(name, arguments)` pairs. `raw`
-    replaces the whole body (e.g. garbage). `delay` waits before answering.
+    replaces the whole body (e.g. garbage). `delay` waits before answering. `trickle` sends the
+    answer one byte per that many seconds (a server that answers slowly but never stalls);
+    `hang_up` closes the connection without answering.
     """
 
     content: str | None = "ok"
@@ -38,6 +44,8 @@ class FakeReply:
     status: int = 200
     delay: float = 0.0
     raw: str | None = None
+    trickle: float = 0.0
+    hang_up: bool = False
 
     def body(self, model: str) -> str:
         if self.raw is not None:
@@ -86,6 +94,8 @@ class ReceivedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    # The client closed the connection before the whole answer was sent.
+    hung_up: bool = False
 
 
 @dataclass
@@ -123,9 +133,15 @@ class FakeOpenAI:
             self._changed.notify_all()
         return scripted
 
+    def wait_until_answered(self, timeout: float = 10.0) -> bool:
+        """Block until no request is being answered (True) or `timeout` passed (False)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._in_flight == 0, timeout)
+
     def _done(self) -> None:
         with self._changed:
             self._in_flight -= 1
+            self._changed.notify_all()
 
     def _sleep(self, seconds: float) -> None:
         self._stopping.wait(seconds)
@@ -148,14 +164,21 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if not self.path.endswith("/chat/completions"):
                 self._send(404, json.dumps({"error": {"message": "not found"}}))
                 return
-            scripted = fake._receive(
-                ReceivedRequest(path=self.path, headers=dict(self.headers.items()), body=body)
+            received = ReceivedRequest(
+                path=self.path, headers=dict(self.headers.items()), body=body
             )
+            scripted = fake._receive(received)
             try:
                 if scripted.delay:
                     fake._sleep(scripted.delay)
+                if scripted.hang_up:
+                    self.close_connection = True
+                    return
                 model = body.get("model", "") if isinstance(body, dict) else ""
-                self._send(scripted.status, scripted.body(model))
+                if scripted.trickle:
+                    self._trickle(received, scripted, model)
+                else:
+                    self._send(scripted.status, scripted.body(model))
             finally:
                 fake._done()
 
@@ -169,6 +192,24 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (its timeout): nothing to answer
+
+        def _trickle(self, received: ReceivedRequest, scripted: FakeReply, model: str) -> None:
+            """The whole answer, status line and headers included, one byte at a time."""
+            payload = scripted.body(model).encode()
+            head = (
+                f"HTTP/1.1 {scripted.status} {HTTPStatus(scripted.status).phrase}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+            )
+            self.close_connection = True
+            for byte in head.encode() + payload:
+                if fake._stopping.is_set():
+                    return
+                try:
+                    self.wfile.write(bytes([byte]))
+                except (BrokenPipeError, ConnectionResetError):
+                    received.hung_up = True
+                    return
+                fake._sleep(scripted.trickle)
 
     return Handler
 

@@ -27,8 +27,10 @@ def chat_for(actor: Actor, bot: Bot, channel: Channel | None = None) -> Chat:
 
 
 def say(chat: Chat, actor: Actor, text: str = "something worth keeping") -> Item:
-    """`actor` starts a turn in `chat`; returns the turn's input item."""
+    """`actor` takes a turn in `chat` that the bot leaves unanswered (every turn ends [C6]);
+    returns the turn's input item."""
     turn = chat_services.turn_start(chat=chat, person=actor.person, text=text)
+    chat_services.turn_end(turn=turn)
     return Item.objects.get(chat=chat, seq=turn.input_seq)
 
 

@@ -271,6 +271,7 @@ def test_notices_are_never_enriched(scene: World, fake_openai: FakeOpenAI) -> No
     item = Item.objects.get(chat=chat, seq=turn.input_seq)
     assert (item.kind, turn.person_id) == (Item.Kind.NOTICE, None)
     assert enrich_input(turn=turn, item=item) == notice
+    chat_services.turn_end(turn=turn)
     assert fake_openai.requests == []
     assert not ModelCall.objects.exists()
     assert Enrichment.objects.count() == 0

@@ -134,6 +134,9 @@ def test_learning_steps_record_their_key_and_attempt(world: World, fake_openai: 
         ({"raw": '{"choices": []}'}, "error", "bad_output"),
         ({"raw": '{"choices": [{"message": {"content": 7}}]}'}, "error", "bad_output"),
         ({"delay": 3.0}, "timeout", "timeout"),
+        # [C6] A server that answers slowly but never stalls is cut off at the deadline.
+        ({"trickle": 0.1}, "timeout", "timeout"),
+        ({"hang_up": True}, "error", "connection"),
     ],
 )
 def test_model_failures_are_outcomes_never_exceptions(

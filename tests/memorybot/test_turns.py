@@ -256,6 +256,7 @@ FAILURES = [
     pytest.param({"raw": "<html>this is not json"}, id="garbage"),
     pytest.param({"raw": '{"choices": []}'}, id="no-choices"),
     pytest.param({"delay": 3.0}, id="past-the-deadline"),
+    pytest.param({"hang_up": True}, id="hang-up"),
 ]
 
 
@@ -304,15 +305,18 @@ def test_unusable_output_keeps_the_input_and_gives_the_calm_reply(
 
 
 @pytest.mark.parametrize(
-    "failure",
+    ("failure", "error"),
     [
-        pytest.param({"status": 500}, id="http-500"),
-        pytest.param({"raw": "garbage"}, id="garbage"),
-        pytest.param({"delay": 3.0}, id="past-the-deadline"),
+        pytest.param({"status": 500}, "model_error", id="http-500"),
+        pytest.param({"raw": "garbage"}, "model_error", id="garbage"),
+        pytest.param({"hang_up": True}, "model_error", id="hang-up"),
+        pytest.param({"content": "  "}, "model_error", id="empty-answer"),
+        pytest.param({"delay": 3.0}, "timeout", id="past-the-deadline"),
+        pytest.param({"trickle": 0.1}, "timeout", id="trickle"),
     ],
 )
 def test_a_failing_bot_model_still_ends_the_turn(
-    scene: World, fake_openai: FakeOpenAI, settings: Settings, failure: dict[str, Any]
+    scene: World, fake_openai: FakeOpenAI, settings: Settings, failure: dict[str, Any], error: str
 ) -> None:
     settings.OPENBOT_REPLY_DEADLINE_SECONDS = 1
     settings.OPENBOT_ANSWER_DEADLINE_SECONDS = 1  # the bot's own model has a deadline of its own
@@ -323,6 +327,7 @@ def test_a_failing_bot_model_still_ends_the_turn(
     assert [item["kind"] for item in body["items"]] == ["person", "bot"]
     assert body["items"][1]["text"] == NO_ANSWER
     assert body["turn"]["endedAt"] is not None
+    assert body["turn"]["error"] == error  # [C6] what went wrong, as a code
 
 
 def test_an_unknown_memory_model_gives_the_calm_reply(
