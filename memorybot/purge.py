@@ -1,11 +1,11 @@
-"""[P4] Removing the copies the memory bot's records hold, without decrypting anything.
+"""[P4, P5] Removing the copies the memory bot's records hold, without decrypting anything.
 
 Model calls and enrichments carry entry content and chat items in encrypted columns. Each
 records, as plain metadata, what it carried: a model call its chat (`chat_id`) and the
 entries whose content it held (`ModelCallEntry`), an enrichment the entries it was made from
 (`EnrichmentEntry`). A purge [A4] blanks the requests and results of the calls that carried
 what it removes and deletes the enrichments that used it, in the purge's own transaction;
-deleting a chat's history [P3] blanks that chat's calls.
+deleting a chat's history [P3] blanks that chat's calls; retention blanks old calls [P5].
 Blanking keeps the rest of the row (usage, cost, purpose, status, ids) for billing and audit.
 
 A purge can begin while a model call runs (they are long) and would miss the copy the call
@@ -16,6 +16,7 @@ still exists, and a call is blanked at once if one it carried is gone.
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -108,3 +109,9 @@ def chat_model_calls_blank(*, chat_id: str) -> int:
     """[P3, P4] Blank the chat's model calls (learning calls of its runs included): deleting
     its history removes their copies of its items."""
     return model_calls_blank(ModelCall.objects.filter(chat_id=chat_id))
+
+
+def model_calls_prune(*, older_than_days: int) -> int:
+    """[P5] Blank the requests and results of calls older than `older_than_days`."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    return model_calls_blank(ModelCall.objects.filter(created_at__lt=cutoff))
