@@ -29,9 +29,10 @@ from chats.models import Chat, Item, Turn
 from chats.services import chat_history_delete, item_append, turn_end, turn_start
 from memorybot.calls import CALM_REPLY, model_call, reply_deadline_s
 from memorybot.confide import CONFIDE_TOOL, confide_hear
-from memorybot.enrichment import enrich_input
+from memorybot.enrichment import enrich_input, enrichment_entry_ids
 from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from memorybot.providers import Message, ModelRequest
+from memorybot.purge import chat_model_calls_blank
 from memorybot.tasks import learning_enqueue
 from openbot.fields import EncryptionKeyError, decrypt
 from openbot.models import Person
@@ -134,6 +135,7 @@ def _answer(run: _Run, person_item: Item) -> str:
         ),
         fallback=person_item.text,
     )
+    carried = enrichment_entry_ids(turn=turn)  # [P4] the answer's input carries them
     messages = [Message.system(BOT_PROMPT), *_history(run), Message.user(new_input)]
     tools = () if chat.test else (CONFIDE_TOOL,)
     for _ in range(MAX_TOOL_ROUNDS):
@@ -144,6 +146,8 @@ def _answer(run: _Run, person_item: Item) -> str:
             model=chat.bot.model,
             request=ModelRequest(messages=tuple(messages), tools=tools),
             deadline_s=run.wait_s(settings.OPENBOT_ANSWER_DEADLINE_SECONDS),
+            chat_id=chat.id,
+            entry_ids=carried,
         )
         if not outcome.ok or outcome.result is None:
             timed_out = outcome.status == ModelCall.Status.TIMEOUT
@@ -213,9 +217,12 @@ def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
 
 @transaction.atomic
 def chat_history_forget(*, chat: Chat) -> None:
-    """[C4, P3] Delete the chat's history: its items, and the confessions and enrichments that
-    repeat its words (an enrichment keeps the person's original). Memory learned from the
-    chat stays; purging `chat:<id>` removes that too."""
+    """[C4, P3] Delete the chat's history: its items, the confessions and enrichments that
+    repeat its words (an enrichment keeps the person's original), and the requests and
+    results of its model calls [P4]. Memory learned from the chat stays; purging `chat:<id>`
+    removes that too."""
     chat_history_delete(chat=chat)
     Confession.objects.filter(chat=chat).delete()
-    Enrichment.objects.filter(chat=chat).delete()
+    # Ids only: the delete collector would otherwise load (and decrypt) the rows.
+    Enrichment.objects.filter(chat=chat).only("id").delete()
+    chat_model_calls_blank(chat_id=chat.id)

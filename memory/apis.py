@@ -1,4 +1,5 @@
-"""Memory routes [A1–A5]: thin views over memory.selectors and memory.services."""
+"""Memory routes [A1–A3, A5]: thin views over memory.selectors and memory.services. The
+purge route [A4] lives in `memorybot.apis`: it also removes the memory bot's copies [P4]."""
 
 from typing import Any
 
@@ -16,7 +17,6 @@ from memory.services import (
     entry_forget,
     entry_remember,
     memory_settings_update,
-    pool_purge,
 )
 from openbot.access import Caller, bot_for_memory_admin, bot_for_reader
 from openbot.auth import caller_of
@@ -174,26 +174,6 @@ class MemoryLogApi(APIView):
             pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), since=int(raw)
         )
         return Response({"changes": changes, "version": version})
-
-
-class MemoryPurgeApi(APIView):
-    class InputSerializer(StrictSerializer):
-        tag = StrictCharField(max_length=200)
-
-    @extend_schema(
-        request=InputSerializer,
-        responses={
-            200: inline_serializer(name="Purged", fields={"removed": serializers.IntegerField()}),
-            **ERRORS,
-        },
-    )
-    def post(self, request: Request, bot_id: str) -> Response:
-        bot = bot_for_memory_admin(caller=caller_of(request), bot_id=bot_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        return Response(
-            {"removed": pool_purge(pool_id=bot.id, tag=serializer.validated_data["tag"])}
-        )
 
 
 class BudgetSerializer(StrictSerializer):

@@ -274,26 +274,33 @@ def entry_forget(*, pool_id: str, reader: Reader, entry_id: str) -> None:
         change.record(entry_id, {"op": "forget"})
 
 
-def pool_purge(*, pool_id: str, tag: str) -> int:
+def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
     """[A4, P2] Delete every entry with `tag` without reading content, with their evidence
-    and log payloads; observations derived from them carry the tag and go too."""
+    and log payloads; observations derived from them carry the tag and go too. Returns the
+    ids removed, so the caller can remove the copies other apps hold [P4]."""
     if tag_kind(tag) not in PURGE_KINDS or tag.endswith(":"):
         raise invalid("tag", "must be a from:, chat:, org: or channel: tag")
+    pool_id = change.pool_id
+    entry_ids = set(
+        EntryTag.objects.filter(pool_id=pool_id, tag=tag).values_list("entry_id", flat=True)
+    )
+    remaining_dependents = graph.dependents(entry_ids) - entry_ids
+    Change.objects.filter(pool_id=pool_id, entry_rows__entry_id__in=entry_ids).update(payload="")
+    ChangeEntry.objects.filter(change__pool_id=pool_id, entry_id__in=entry_ids).delete()
+    # [A4] Django's delete collector loads the rows it deletes: load ids only, so that
+    # purging never decrypts content.
+    Entry.objects.filter(pool_id=pool_id, id__in=entry_ids).only("id").delete()
+    change.structural |= remaining_dependents
+    change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
+    return entry_ids
+
+
+def pool_purge(*, pool_id: str, tag: str) -> int:
+    """[A4, P2] Purge the pool's entries with `tag`; the count removed. Memory's part only:
+    `memorybot.purge.memory_purge` (the route and the command) also removes the copies the
+    memory bot's records hold [P4]."""
     with pool_change(pool_id=pool_id, by=Change.By.PERSON, always=True) as change:
-        entry_ids = set(
-            EntryTag.objects.filter(pool_id=pool_id, tag=tag).values_list("entry_id", flat=True)
-        )
-        remaining_dependents = graph.dependents(entry_ids) - entry_ids
-        Change.objects.filter(pool_id=pool_id, entry_rows__entry_id__in=entry_ids).update(
-            payload=""
-        )
-        ChangeEntry.objects.filter(change__pool_id=pool_id, entry_id__in=entry_ids).delete()
-        # [A4] Django's delete collector loads the rows it deletes: load ids only, so that
-        # purging never decrypts content.
-        Entry.objects.filter(pool_id=pool_id, id__in=entry_ids).only("id").delete()
-        change.structural |= remaining_dependents
-        change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
-        return len(entry_ids)
+        return len(pool_purge_in(change, tag=tag))
 
 
 @dataclass(frozen=True)

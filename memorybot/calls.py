@@ -12,6 +12,7 @@ Call it outside any transaction and outside the memory lock [L1]: it waits on th
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -25,6 +26,7 @@ from memorybot.providers import (
     ProviderError,
     provider_for,
 )
+from memorybot.purge import model_call_store
 from memorybot.slots import task_slot
 from openbot.model_names import ModelNameError, parse_model
 from openbot.models import Bot, Organization
@@ -42,8 +44,9 @@ Status = ModelCall.Status
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """How a call ended. `result` is set only when `status` is `ok`; `call_id` is the
-    `ModelCall` row recorded for it."""
+    """How a call ended. `result` is set only when `status` is `ok` (and not when an entry
+    the call carried was purged while it ran [P4]); `call_id` is the `ModelCall` row
+    recorded for it."""
 
     status: str
     call_id: int
@@ -68,12 +71,18 @@ def model_call(
     budget_limit_micros: int | None = None,
     step_key: str | None = None,
     attempt: int = 1,
+    chat_id: str | None = None,
+    entry_ids: Sequence[str] = (),
 ) -> CallOutcome:
     """Make one recorded model call for `bot`'s memory pool, paid by `organization`.
 
     `deadline_s` counts from now and includes the wait for a slot [B6]. `concurrency`,
     `budget_period` and `budget_limit_micros` are the pool's settings [A5] (None: no limit).
     A linked bot counts as its source bot.
+
+    [P4] `chat_id` is the chat the call is made for; the call carries the content of the
+    entries in `request.material` and of `entry_ids` (an input rewritten from entries). Both
+    are recorded with the call, so a purge or a history deletion finds it without decrypting.
     """
     if purpose not in ModelCall.Purpose.values:
         raise ValueError(f"purpose must be one of {ModelCall.Purpose.values}")
@@ -89,7 +98,10 @@ def model_call(
         step_key=step_key,
         attempt=attempt,
         created_at=timezone.now(),
+        chat_id=chat_id,
     )
+    shown = request.material.entries if request.material is not None else ()
+    call.carried = (*entry_ids, *(entry.id for entry in shown))
 
     try:
         provider = provider_for(parse_model(model))
@@ -148,7 +160,7 @@ def _record(
         cost = call_cost(model=call.model, usage=result.usage)
         call.cost_micros = cost.micros
         call.billed = cost.billed
-    call.save(force_insert=True)
+    kept = model_call_store(call)
     logger.info(
         "model call %s: bot=%s organization=%s purpose=%s status=%s%s",
         call.pk,
@@ -161,7 +173,7 @@ def _record(
     return CallOutcome(
         status=status,
         call_id=call.pk,
-        result=result if status == Status.OK else None,
+        result=result if status == Status.OK and kept else None,
         error_kind=error_kind,
     )
 

@@ -4,7 +4,8 @@ with entries that help, keeping everything the person says and asks.
 Only entries the readers of the answer may see are offered (a group chat's circle sees only
 `for:channel:<c>` and `for:bot` entries); the entries the model names are checked again with
 `validate_references` [S3] and any failure keeps the input unchanged. No model call is made
-when no entry is visible [S2]. The rewrite is stored, encrypted, with the original [N5].
+when no entry is visible [S2]. The rewrite is stored, encrypted, with the original [N5] and
+the entries it was made from, so a purge of one of them deletes it [P4].
 """
 
 import json
@@ -12,8 +13,9 @@ import json
 from chats.models import Item, Turn
 from memory.selectors import context, validate_references
 from memorybot.calls import reply_deadline_s
-from memorybot.models import Enrichment
+from memorybot.models import Enrichment, EnrichmentEntry
 from memorybot.providers import EntryText, Material, Message, ModelRequest
+from memorybot.purge import entries_kept
 from memorybot.settings import duty_for, readers_of_chat
 
 CONTEXT_LIMIT = 4000
@@ -79,8 +81,27 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
     # [N2, S3] Every named entry must still be one these readers may use, checked now.
     if not validate_references(chat.bot, readers, used):
         return original
-    Enrichment.objects.create(chat=chat, turn=turn, text=text, original=original, entry_ids=used)
+    # [P4] Stored with every entry it was made from, unless one was purged meanwhile.
+    with entries_kept(pool_id=chat.bot.pool_bot_id, entry_ids=found.entry_ids) as kept:
+        if not kept:
+            return original
+        enrichment = Enrichment.objects.create(
+            chat=chat, turn=turn, text=text, original=original, entry_ids=used
+        )
+        EnrichmentEntry.objects.bulk_create(
+            [
+                EnrichmentEntry(enrichment=enrichment, entry_id=entry_id)
+                for entry_id in found.entry_ids
+            ]
+        )
     return text
+
+
+def enrichment_entry_ids(*, turn: Turn) -> list[str]:
+    """[P4] The entries the turn's input was rewritten from; none when it was not."""
+    return list(
+        EnrichmentEntry.objects.filter(enrichment__turn=turn).values_list("entry_id", flat=True)
+    )
 
 
 def _parse(content: str | None) -> tuple[str, list[str]] | None:

@@ -27,7 +27,7 @@ from memory.models import Change, Entry, EntryTag
 from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
 from memorybot.calls import learning_step_deadline_s
-from memorybot.models import LearningRun, ModelCall
+from memorybot.models import LearningRun, ModelCall, ModelCallEntry
 from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
 from memorybot.settings import duty_for, readers_of_chat
 from openbot.fields import readable
@@ -231,9 +231,12 @@ def _step_key(run: LearningRun) -> str:
 
 def _recorded_result(run: LearningRun) -> ModelResult | None:
     """[W3] A step that completed is never called (or billed) again: reuse its result.
-    Only the result is read: the request (the items and up to 300 entries) is not decrypted."""
+    Only the result is read: the request (the items and up to 300 entries) is not decrypted.
+    A result blanked by a purge or retention [P4, P5] is gone: the step is asked again."""
     result = (
-        ModelCall.objects.filter(step_key=_step_key(run), status=ModelCall.Status.OK)
+        ModelCall.objects.filter(
+            step_key=_step_key(run), status=ModelCall.Status.OK, blanked_at__isnull=True
+        )
         .order_by("attempt")
         .values_list("result", flat=True)
         .first()
@@ -361,6 +364,17 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
                     _apply_one(state, proposed)
             except Refused as refusal:
                 refusals.append({"change": index, "reason": refusal.reason})
+        # [P4] The step's answer carries the content of the entries it created or changed.
+        ModelCallEntry.objects.bulk_create(
+            [
+                ModelCallEntry(call_id=call_id, entry_id=entry_id)
+                for call_id in ModelCall.objects.filter(
+                    step_key=_step_key(run), blanked_at__isnull=True
+                ).values_list("id", flat=True)
+                for entry_id in change.touched
+            ],
+            ignore_conflicts=True,
+        )
         if run.end_seq is not None and run.end_seq > read_position:
             Chat.objects.filter(id=chat.id).update(read_position=run.end_seq)
         run.refusals = refusals

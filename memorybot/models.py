@@ -39,6 +39,12 @@ class ModelCall(models.Model):
     request = EncryptedTextField()
     result = EncryptedTextField(blank=True, default="")
     status = models.CharField(max_length=8, choices=Status.choices)
+    # [P4] The chat the call was made for (none for calls outside a chat): a purge of the chat
+    # and a deletion of its history find the call's copies of its items here.
+    chat_id = models.CharField(max_length=40, null=True, blank=True, db_index=True)
+    # [P4, P5] When `request` and `result` were blanked (by a purge, a history deletion or
+    # retention); the rest of the row stays for billing and audit.
+    blanked_at = models.DateTimeField(null=True, blank=True)
     # Why a call failed, in words that never hold content ("http_status", "timeout", …).
     error_kind = models.CharField(max_length=20, blank=True, default="")
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -60,10 +66,36 @@ class ModelCall(models.Model):
                 name="model_call_billed_by_bot",
             ),
             models.Index(fields=["step_key", "attempt"], name="model_call_by_step"),
+            # [P5] Retention: calls not yet blanked, by age.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(blanked_at__isnull=True),
+                name="model_call_unblanked_by_time",
+            ),
         ]
+
+    # [P4] Not a column: set on a call before it is recorded, the entries whose content its
+    # request carries; recording the call stores them as `ModelCallEntry` rows.
+    carried: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"model call {self.pk} of {self.bot_id} for {self.organization_id}"
+
+
+class ModelCallEntry(models.Model):
+    """[P4] An entry whose content a model call carried (in its request, or in its result: a
+    learning answer that created it), so a purge finds the call without decrypting it."""
+
+    call = models.ForeignKey(ModelCall, on_delete=models.CASCADE, related_name="entry_rows")
+    entry_id = models.CharField(max_length=40, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["call", "entry_id"], name="one_row_per_call_entry")
+        ]
+
+    def __str__(self) -> str:
+        return f"model call {self.call_id} carried {self.entry_id}"
 
 
 class Confession(models.Model):
@@ -92,6 +124,25 @@ class Enrichment(models.Model):
 
     def __str__(self) -> str:
         return f"enrichment {self.pk} in {self.chat_id}"
+
+
+class EnrichmentEntry(models.Model):
+    """[P4] An entry the rewrite was made from, so a purge of it finds (and deletes) the
+    enrichment without decrypting anything. These are all the entries the memory bot was
+    shown, not only those it named: no check proves which inputs shaped its text [V9]."""
+
+    enrichment = models.ForeignKey(Enrichment, on_delete=models.CASCADE, related_name="entry_rows")
+    entry_id = models.CharField(max_length=40, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["enrichment", "entry_id"], name="one_row_per_enrichment_entry"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"enrichment {self.enrichment_id} used {self.entry_id}"
 
 
 class LearningRun(models.Model):

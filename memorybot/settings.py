@@ -18,6 +18,8 @@ class Duty:
 
     organization: Organization
     pool_bot: Bot
+    # [P4] The chat its calls are made for: recorded with each call.
+    chat_id: str
     model: str | None
     learning_on: bool
     instructions: str
@@ -49,6 +51,7 @@ class Duty:
             budget_limit_micros=self.budget_limit_micros,
             step_key=step_key,
             attempt=attempt,
+            chat_id=self.chat_id,
         )
 
 
@@ -60,6 +63,7 @@ def duty_for(chat: Chat) -> Duty:
     return Duty(
         organization=organization,
         pool_bot=pool_bot,
+        chat_id=chat.id,
         model=organization.bot_memory_model,
         learning_on=organization.bot_memory and not chat.test,
         instructions=pool.instructions,

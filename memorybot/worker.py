@@ -1,9 +1,11 @@
 """[W2] Where learning runs: an in-process worker by default, `rundramatiq` in production,
 and the recovery pass that re-enqueues runs whose wait is over or whose worker died — on
-worker start, every OPENBOT_RECOVERY_SECONDS, and as `manage.py recover_learning`."""
+worker start, every OPENBOT_RECOVERY_SECONDS, and as `manage.py recover_learning`. The same
+loop prunes old model calls once a day when OPENBOT_MODEL_CALL_RETENTION_DAYS is set [P5]."""
 
 import logging
 import threading
+import time
 from typing import Any
 
 import dramatiq
@@ -13,6 +15,8 @@ logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _inprocess: dramatiq.Worker | None = None
+
+DAY_SECONDS = 86_400.0
 
 
 def recover_learning() -> int:
@@ -25,6 +29,21 @@ def recover_learning() -> int:
     for run_id in run_ids:
         learning_send(run_id)
     return len(run_ids)
+
+
+def prune_model_calls_daily(last: float | None) -> float | None:
+    """[P5] Blank model calls older than the retention, if it is set and this process has
+    not pruned in the last day (`last`: when it did, on the monotonic clock). Returns when
+    this process last pruned."""
+    from memorybot.purge import model_calls_prune
+
+    days = settings.OPENBOT_MODEL_CALL_RETENTION_DAYS
+    now = time.monotonic()
+    if days is None or (last is not None and now - last < DAY_SECONDS):
+        return last
+    blanked = model_calls_prune(older_than_days=days)
+    logger.info("model call retention: blanked %d call(s) older than %d day(s)", blanked, days)
+    return now
 
 
 class LearningRecovery(dramatiq.Middleware):
@@ -47,13 +66,15 @@ class LearningRecovery(dramatiq.Middleware):
     def _loop(stop: threading.Event) -> None:
         from django.db import close_old_connections, connection
 
+        pruned_at: float | None = None
         while not stop.is_set():
             try:
                 count = recover_learning()
                 if count:
                     logger.info("learning recovery: re-enqueued %d run(s)", count)
+                pruned_at = prune_model_calls_daily(pruned_at)
             except Exception as exc:  # the next pass tries again
-                logger.warning("learning recovery failed: %s", type(exc).__name__)
+                logger.warning("recovery pass failed: %s", type(exc).__name__)
             finally:
                 close_old_connections()
                 connection.close()

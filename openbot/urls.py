@@ -20,4 +20,5 @@ urlpatterns = [
     path("v1/organizations/<str:org_id>/settings", OrganizationSettingsApi.as_view()),
     path("v1/", include("chats.urls")),
     path("v1/", include("memory.urls")),
+    path("v1/", include("memorybot.urls")),
 ]

@@ -39,6 +39,22 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
 
 
+def env_days(name: str) -> int | None:
+    """A whole number of days, at least 1; None when unset."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        days = int(value)
+    except ValueError:
+        days = 0
+    if days < 1:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of days (1 or more), got {value!r}"
+        )
+    return days
+
+
 def env_list(name: str) -> list[str]:
     value = os.environ.get(name, "")
     return [part.strip() for part in value.split(",") if part.strip()]

@@ -13,8 +13,10 @@ from chats.models import Chat
 from chats.turns import BOT_PROMPT
 from memory.models import Entry, Pool
 from memory.services import entry_remember, memory_settings_update
+from memorybot.calls import CallOutcome, model_call
 from memorybot.confide import PRIEST_PROMPT
 from memorybot.enrichment import ENRICH_PROMPT
+from memorybot.providers import EntryText, Material, Message, ModelRequest
 from openbot import services
 from openbot.models import Bot, Organization
 from tests.conftest import Actor
@@ -56,6 +58,22 @@ def remember(actor: Actor, bot: Bot, content: str) -> Entry:
         organization_id=actor.organization.id,
         content=content,
         topics=[],
+    )
+
+
+def call_carrying(actor: Actor, bot: Bot, entry: Entry) -> CallOutcome:
+    """A memory-bot call for `bot`, paid by `actor`'s organization, on the fake server, whose
+    request carries `entry` the way an enrichment's request does [P4]."""
+    return model_call(
+        organization=actor.organization,
+        bot=bot,
+        purpose="enrichment",
+        model=FAKE_MODEL,
+        request=ModelRequest(
+            messages=(Message.user(entry.content),),
+            material=Material(entries=(EntryText(id=entry.id, content=entry.content),)),
+        ),
+        deadline_s=5,
     )
 
 

@@ -33,6 +33,7 @@ from memory.lock import pool_write
 from memory.models import Entry, EntryTag
 from memorybot.learning import learning_run_process
 from memorybot.models import LearningRun, ModelCall
+from memorybot.purge import memory_purge
 from tests.conftest import World
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memory.builders import chat_for, fact, say
@@ -300,13 +301,7 @@ def test_a_worker_killed_during_the_model_step_is_recovered_and_bills_once(
             )
             assert "swim" not in json.dumps(message)
 
-    worker.start()
-    wait_until(
-        lambda: LearningRun.objects.get(id=run.id).status == LearningRun.Status.DONE,
-        worker,
-        "the run is done",
-    )
-    worker.stop()
+    finish(worker, run)
 
     finished = LearningRun.objects.get(id=run.id)
     assert finished.error == "" and finished.leased_until is None
@@ -326,31 +321,19 @@ def test_a_worker_killed_during_the_model_step_is_recovered_and_bills_once(
 def test_a_worker_killed_before_it_applied_its_answer_reuses_the_recorded_step(
     world: World, fake_openai: FakeOpenAI, worker: Worker
 ) -> None:
-    """[W3] The step completed and was recorded; the worker died waiting for the pool's write
+    """[W3] The step completed and was recorded; the worker died waiting for the pool's
     lock. The next worker applies the recorded answer: the model is not called again."""
     flush_broker()
     memory_bot_on(world)
     crashed = conversation(world)
     chat, run = crashed.chat, crashed.run
-    asked = len(fake_openai.requests)
     learning_answer(fake_openai, crashed.answer(), delay=0.5)
 
-    worker.start()
-    assert fake_openai.wait_for_requests(asked + 1, timeout=40), worker.output()
-    with pool_write(world.bot.id):  # a long change of the pool: the apply has to wait
-        wait_until(lambda: step_calls(run) == [(1, "ok", True)], worker, "the step is recorded")
-        wait_until(lambda: waiting_for_the_lock() == 1, worker, "the apply waits for the lock")
-        worker.kill()
+    kill_once_the_step_is_recorded(world, fake_openai, worker, run)
     assert [row[1] for row in crashed.memory()] == ["alice likes tea"]
     assert LearningRun.objects.get(id=run.id).status == LearningRun.Status.RUNNING
 
-    worker.start()
-    wait_until(
-        lambda: LearningRun.objects.get(id=run.id).status == LearningRun.Status.DONE,
-        worker,
-        "the run is done",
-    )
-    worker.stop()
+    finish(worker, run)
 
     assert len(learning_requests(fake_openai)) == 1
     assert step_calls(run) == [(1, "ok", True)]
@@ -361,6 +344,56 @@ def test_a_worker_killed_before_it_applied_its_answer_reuses_the_recorded_step(
     ]
     assert "mornings" in crashed.memory()[0][4]
     assert Chat.objects.get(id=chat.id).read_position == run.turn.end_seq
+
+
+def test_a_recorded_step_that_a_purge_blanked_is_asked_again(
+    world: World, fake_openai: FakeOpenAI, worker: Worker
+) -> None:
+    """[W3, P4] The step completed and was recorded, and the worker died before it applied
+    it. A purge then blanks the recorded answer (its request showed a purged entry): the next
+    worker cannot reuse it, so it asks the model again and applies that answer."""
+    flush_broker()
+    memory_bot_on(world)
+    crashed = conversation(world)
+    run = crashed.run
+    learning_answer(fake_openai, crashed.answer(), delay=0.5)
+    said = crashed.chat.items.get(kind=Item.Kind.PERSON)
+    learning_answer(fake_openai, [fact_change("alice swims before work", said)])
+
+    kill_once_the_step_is_recorded(world, fake_openai, worker, run)
+    assert memory_purge(pool_id=world.bot.id, tag=f"chat:{crashed.earlier.id}") == 1
+    assert ModelCall.objects.get(step_key__isnull=False).blanked_at is not None
+
+    finish(worker, run)
+
+    assert len(learning_requests(fake_openai)) == 2
+    assert step_calls(run) == [(1, "ok", True), (2, "ok", True)]
+    assert [row[1] for row in crashed.memory()] == ["alice swims before work"]
+
+
+def kill_once_the_step_is_recorded(
+    world: World, fake: FakeOpenAI, worker: Worker, run: LearningRun
+) -> None:
+    """Start the worker; once its step is recorded, hold the pool's write lock (a long change)
+    until the worker waits for the pool, and kill it there."""
+    asked = len(fake.requests)
+    worker.start()
+    assert fake.wait_for_requests(asked + 1, timeout=40), worker.output()
+    with pool_write(world.bot.id):
+        wait_until(lambda: step_calls(run) == [(1, "ok", True)], worker, "the step is recorded")
+        wait_until(lambda: waiting_for_the_lock() == 1, worker, "the worker waits for the lock")
+        worker.kill()
+
+
+def finish(worker: Worker, run: LearningRun) -> None:
+    """Start the worker again and wait until the run is done."""
+    worker.start()
+    wait_until(
+        lambda: LearningRun.objects.get(id=run.id).status == LearningRun.Status.DONE,
+        worker,
+        "the run is done",
+    )
+    worker.stop()
 
 
 def waiting_for_the_lock() -> int:

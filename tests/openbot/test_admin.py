@@ -14,8 +14,16 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from chats import services as chat_services
+from chats.turns import turn_run
+from memory.services import entry_remember
 from memorybot.confide import confide_hear
-from memorybot.models import Confession, Enrichment, LearningRun
+from memorybot.models import (
+    Confession,
+    Enrichment,
+    EnrichmentEntry,
+    LearningRun,
+    ModelCallEntry,
+)
 from openbot import services
 from openbot.fields import EncryptedTextField
 from tests.conftest import World
@@ -65,6 +73,19 @@ def content(world: World) -> World:
     Enrichment.objects.create(
         chat=services_chat, turn=turn, text=CANARY, original=CANARY, entry_ids=[]
     )
+    # [P4] A turn enriched with an entry: the rows that link the copies to the entry.
+    private = chat_services.chat_create(
+        caller=world.alice.caller, bot_id=world.bot.id, channel_id=None, test=False
+    )
+    entry_remember(
+        pool_id=world.bot.id,
+        person_id=world.alice.person.id,
+        organization_id=world.org.id,
+        content=CANARY,
+        topics=[],
+    )
+    turn_run(chat=private, person=world.alice.person, text=CANARY)
+    assert EnrichmentEntry.objects.exists() and ModelCallEntry.objects.exists()
     return world
 
 

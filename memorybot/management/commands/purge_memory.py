@@ -1,10 +1,10 @@
-"""[P2] Purge a bot's memory by tag: prints {"removed": N}, like the purge route [A4]."""
+"""[P2, P4] Purge a bot's memory by tag: prints {"removed": N}, like the purge route [A4]."""
 
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from memory.services import pool_purge
+from memorybot.purge import memory_purge
 from openbot.management.commands._json import JsonCommand, lookup
 from openbot.models import Bot
 
@@ -13,7 +13,8 @@ class Command(JsonCommand):
     help = (
         "Delete, without reading content, every memory entry of a bot with a from:, chat:, "
         "org: or channel: tag, with the observations derived from them, their evidence and "
-        "their log payloads."
+        "their log payloads, and the copies the memory bot's records hold: model-call "
+        "requests and results are blanked, enrichments that used them deleted."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,4 +30,4 @@ class Command(JsonCommand):
             raise CommandError(
                 f"--bot: {bot.id} is a linked bot; purge its source bot {bot.source_id}"
             )
-        return {"removed": pool_purge(pool_id=bot.id, tag=options["tag"])}
+        return {"removed": memory_purge(pool_id=bot.id, tag=options["tag"])}
