@@ -16,6 +16,7 @@ from chats.turns import NO_ANSWER
 from memorybot.calls import CALM_REPLY, CallOutcome, model_call
 from memorybot.models import Confession, Enrichment, ModelCall
 from memorybot.providers import Message, ModelRequest
+from openbot.models import Organization
 from tests.conftest import World
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
@@ -333,7 +334,8 @@ def test_a_failing_bot_model_still_ends_the_turn(
 def test_an_unknown_memory_model_gives_the_calm_reply(
     scene: World, fake_openai: FakeOpenAI
 ) -> None:
-    memory_model_set(scene.org, "nonsense:model")
+    # [A15] The services refuse such a name now; one stored before that still gives the calm path.
+    Organization.objects.filter(pk=scene.org.pk).update(bot_memory_model="nonsense:model")
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(**confide_call("I am unsure about the distance."))
     fake_openai.reply(content="A short trail is best.")
