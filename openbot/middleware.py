@@ -1,10 +1,11 @@
-"""Refuse NUL characters in the URL before any view queries the database with them."""
+"""Refuse NUL characters in the URL before any view queries the database with them; answer
+a busy database with 503 in views outside DRF."""
 
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from openbot.errors import error_body
+from openbot.errors import BUSY_HEADERS, BUSY_STATUS, busy_body, database_busy, error_body
 
 
 class RefuseNulCharacters:
@@ -32,3 +33,19 @@ class RefuseNulCharacters:
                     status=400,
                 )
         return self.get_response(request)
+
+
+class AnswerDatabaseBusy:
+    """[G1] A busy database is 503 with `Retry-After`, never a 500, in the views DRF's
+    exception handler does not see (the admin)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not database_busy(exception):
+            return None
+        return JsonResponse(busy_body(), status=BUSY_STATUS, headers=BUSY_HEADERS)
