@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -144,7 +144,10 @@ def _renew(run: LearningRun, lease: datetime) -> datetime | None:
     """Hold the run for one more step from now, if it is still ours (right before the model
     call: waiting for the pool's read lock may have used up the lease)."""
     renewed = timezone.now() + timedelta(seconds=lease_seconds())
-    return renewed if _held(run, lease).update(leased_until=renewed) else None
+    if not _held(run, lease).update(leased_until=renewed):
+        return None
+    run.leased_until = renewed
+    return renewed
 
 
 def _finish(run: LearningRun, lease: datetime | None, status: str, error: str = "") -> None:
@@ -172,6 +175,28 @@ def learning_run_process(*, run_id: int) -> None:
     if lease is None:
         return
     run.refresh_from_db()
+    try:
+        _advance(run, lease)
+    except BaseException:
+        _release(run)
+        raise
+
+
+def _release(run: LearningRun) -> None:
+    """[G1] Give back a run whose delivery failed (say, the database stayed busy past its
+    timeout), so the next delivery — Dramatiq's retry, the recovery pass — takes it at once
+    instead of after the lease. Should this write fail too, the lease runs out as after a
+    crash. Each claim counts towards MAX_CLAIMS, so a run that keeps failing ends failed."""
+    if run.leased_until is None:
+        return  # the run was ending: this worker no longer knows its lease
+    try:
+        _held(run, run.leased_until).update(leased_until=None)
+    except DatabaseError as exc:
+        logger.warning("learning run %s: not given back (%s)", run.id, type(exc).__name__)
+
+
+def _advance(run: LearningRun, lease: datetime) -> None:
+    """The claimed run's step and apply; `run.leased_until` follows this worker's lease."""
     chat = Chat.objects.select_related("bot__source", "organization", "channel").get(id=run.chat_id)
     duty = duty_for(chat)
     if not duty.learning_on or duty.model is None:  # [W8, B1]
@@ -188,9 +213,10 @@ def learning_run_process(*, run_id: int) -> None:
     result = _recorded_result(run)
     if result is None:
         request = _request(run, chat, duty.instructions)
-        lease = _renew(run, lease)
-        if lease is None:
+        renewed = _renew(run, lease)
+        if renewed is None:
             return  # another worker took the run over while this one waited to read the pool
+        lease = renewed
         outcome = duty.call(
             purpose="learning",
             request=request,

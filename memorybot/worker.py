@@ -4,6 +4,7 @@ worker start, every OPENBOT_RECOVERY_SECONDS, and as `manage.py recover_learning
 loop prunes old model calls once a day when OPENBOT_MODEL_CALL_RETENTION_DAYS is set [P5]."""
 
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -82,8 +83,9 @@ class LearningRecovery(dramatiq.Middleware):
 
 
 def ensure_inprocess_worker(**options: Any) -> None:
-    """Start a worker thread in this process on the configured broker, once, when
-    OPENBOT_INPROCESS_WORKER is set (the default: no broker to install)."""
+    """Start a worker in this process on the configured broker, with its recovery pass, once,
+    when OPENBOT_INPROCESS_WORKER is set (the default: no broker to install). The serving
+    process calls it when it creates the WSGI application [G2]: openbot/wsgi.py."""
     global _inprocess
     if not settings.OPENBOT_INPROCESS_WORKER:
         return
@@ -91,3 +93,4 @@ def ensure_inprocess_worker(**options: Any) -> None:
         if _inprocess is None:
             _inprocess = dramatiq.Worker(dramatiq.get_broker(), worker_threads=2, **options)
             _inprocess.start()
+            logger.info("learning worker started in process %d", os.getpid())

@@ -1,8 +1,10 @@
 """One error shape for every route: `{"error": {"code", "message"[, "fields"]}}` [§8]."""
 
+import sqlite3
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -81,7 +83,29 @@ def error_body(code: str, message: str, fields: dict[str, Any] | None = None) ->
     return {"error": error}
 
 
+# [G1] What a client hears when the database stayed busy past its timeout: try again soon.
+BUSY_STATUS = 503
+BUSY_HEADERS = {"Retry-After": "2"}
+
+
+def database_busy(exc: BaseException) -> bool:
+    """[G1] SQLite's "database is locked" (or "database table is locked"): another writer
+    held the database for longer than the busy timeout. A moment later the request may pass."""
+    cause = exc.__cause__
+    return (
+        isinstance(exc, OperationalError)
+        and isinstance(cause, sqlite3.OperationalError)
+        and cause.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    )
+
+
+def busy_body() -> dict[str, Any]:
+    return error_body("busy", "the database is busy: try again shortly")
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if database_busy(exc):
+        return Response(busy_body(), status=BUSY_STATUS, headers=BUSY_HEADERS)
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, exceptions.ValidationError):

@@ -1,11 +1,12 @@
 """Edges of every request: NUL characters refused before any view queries the database with
-them, and unknown URLs answered in the error shape."""
+them, unknown URLs answered in the error shape, and a busy database answered with 503 in views
+outside DRF."""
 
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from openbot.errors import error_body
+from openbot.errors import BUSY_HEADERS, BUSY_STATUS, busy_body, database_busy, error_body
 
 
 class RefuseNulCharacters:
@@ -50,3 +51,19 @@ class JsonNotFound:
         if response.status_code == 404 and getattr(request, "resolver_match", None) is None:
             return JsonResponse(error_body("not_found", "not found"), status=404)
         return response
+
+
+class AnswerDatabaseBusy:
+    """[G1] A busy database is 503 with `Retry-After`, never a 500, in the views DRF's
+    exception handler does not see (the admin)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not database_busy(exception):
+            return None
+        return JsonResponse(busy_body(), status=BUSY_STATUS, headers=BUSY_HEADERS)

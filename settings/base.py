@@ -29,6 +29,7 @@ MIDDLEWARE = [
     "openbot.middleware.JsonNotFound",
     "django.middleware.security.SecurityMiddleware",
     "openbot.middleware.RefuseNulCharacters",
+    "openbot.middleware.AnswerDatabaseBusy",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -62,8 +63,17 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Writers wait for each other instead of failing at once with "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # [G1] Requests and the in-process worker write at once. Every transaction takes the
+    # write lock when it begins (IMMEDIATE): one that reads first and writes later would get
+    # "database is locked" at once, whatever the timeout. WAL lets readers read while one
+    # writer writes; other writers wait up to the busy timeout (then 503, openbot/errors.py).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "timeout": 20,
+        }
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
