@@ -43,6 +43,8 @@ class Turn(models.Model):
         MODEL_ERROR = "model_error"
         # Anything else (a bug, a database error).
         INTERNAL = "internal"
+        # The process serving it stopped mid-turn; the recovery pass ended it.
+        ABANDONED = "abandoned"
 
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="turns")
     # The authenticated person who started it; none for a notice.

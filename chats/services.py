@@ -1,5 +1,7 @@
 """Writes for chat storage: chats, items, turns and the events they raise."""
 
+from datetime import datetime
+
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -93,6 +95,20 @@ def turn_end(*, turn: Turn, error: str = "") -> Event:
         kind=Event.Kind.TURN_ENDED, turn=turn, defaults={"chat_id": turn.chat_id}
     )
     return event
+
+
+def turns_end_abandoned(*, started_before: datetime) -> int:
+    """[C6] End the turns whose serving process stopped mid-turn (killed, a lost machine):
+    started before `started_before` — well past the turn's deadline — and never ended. Their
+    learning runs then go on [W2]. Returns how many."""
+    ended = 0
+    for turn in Turn.objects.filter(ended_at__isnull=True, started_at__lt=started_before):
+        with transaction.atomic():
+            # The row is locked and read again: a turn that ended meanwhile stays as it is.
+            if Turn.objects.select_for_update().filter(pk=turn.pk, ended_at__isnull=True).exists():
+                turn_end(turn=turn, error=Turn.Error.ABANDONED)
+                ended += 1
+    return ended
 
 
 @transaction.atomic

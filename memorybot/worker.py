@@ -7,10 +7,12 @@ import logging
 import os
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import dramatiq
 from django.conf import settings
+from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -20,11 +22,24 @@ _inprocess: dramatiq.Worker | None = None
 DAY_SECONDS = 86_400.0
 
 
+# [C6] A turn still open this long after its deadline lost the process that served it.
+ABANDONED_AFTER_DEADLINE_SECONDS = 60.0
+
+
 def recover_learning() -> int:
-    """Re-enqueue every run that is due; returns how many."""
+    """End abandoned turns and re-enqueue every run that is due; returns how many runs."""
+    from chats.services import turns_end_abandoned
     from memorybot.learning import runs_due, runs_give_up
     from memorybot.tasks import learning_send
 
+    abandoned = turns_end_abandoned(
+        started_before=timezone.now()
+        - timedelta(
+            seconds=settings.OPENBOT_TURN_DEADLINE_SECONDS + ABANDONED_AFTER_DEADLINE_SECONDS
+        )
+    )
+    if abandoned:
+        logger.warning("recovery: ended %d turn(s) their process left open", abandoned)
     runs_give_up()
     run_ids = runs_due()
     for run_id in run_ids:
