@@ -12,7 +12,8 @@ from chats.models import Chat, Item, Turn
 from chats.selectors import chat_for_owner, chat_for_participant, chat_items
 from chats.services import MAX_TEXT, chat_create
 from chats.turns import chat_history_forget, turn_run
-from memorybot.models import Confession, Enrichment
+from memorybot.models import Confession, Enrichment, LearningRun
+from memorybot.selectors import learning_run_of_turn, learning_runs_of_chat
 from openbot.access import bot_for_reader
 from openbot.auth import caller_of
 from openbot.clock import to_ms
@@ -104,6 +105,7 @@ class TurnOutput(serializers.Serializer):
     startedAt = serializers.SerializerMethodField()
     endedAt = serializers.SerializerMethodField()
     error = serializers.SerializerMethodField()
+    learningRun = serializers.SerializerMethodField()
 
     def get_startedAt(self, turn: Turn) -> int:
         return to_ms(turn.started_at)
@@ -114,6 +116,11 @@ class TurnOutput(serializers.Serializer):
     def get_error(self, turn: Turn) -> str | None:
         """[C6] What went wrong in the turn (a code such as `timeout`), or null."""
         return turn.error or None
+
+    def get_learningRun(self, turn: Turn) -> str | None:
+        """[A12] The learning run the turn's confession stored (see `/learning`), or null."""
+        run_id = learning_run_of_turn(turn_id=turn.pk)
+        return None if run_id is None else str(run_id)
 
 
 class ChatTurnApi(APIView):
@@ -183,3 +190,42 @@ class ChatEnrichmentsApi(APIView):
         chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
         enrichments = readable(Enrichment.objects.filter(chat=chat).order_by("id"))
         return Response({"enrichments": [self.EnrichmentOutput(item).data for item in enrichments]})
+
+
+class ChatLearningApi(APIView):
+    class RunOutput(serializers.Serializer):
+        id = serializers.CharField(source="pk")
+        turn = serializers.CharField(source="turn_id")
+        status = serializers.ChoiceField(choices=LearningRun.Status.choices)
+        createdAt = serializers.SerializerMethodField()
+        endedAt = serializers.SerializerMethodField()
+        applied = serializers.IntegerField()
+        refused = serializers.SerializerMethodField()
+        error = serializers.SerializerMethodField()
+
+        def get_createdAt(self, run: LearningRun) -> int:
+            return to_ms(run.created_at)
+
+        def get_endedAt(self, run: LearningRun) -> int | None:
+            return to_ms(run.finished_at) if run.finished_at else None
+
+        def get_refused(self, run: LearningRun) -> list[dict[str, Any]]:
+            """Per refused change: its index in the model's answer and the reason code."""
+            return [
+                {"change": refusal["change"], "reason": refusal["reason"]}
+                for refusal in run.refusals
+            ]
+
+        def get_error(self, run: LearningRun) -> str | None:
+            return run.error or None
+
+    class RunsOutput(serializers.Serializer):
+        runs = serializers.ListField()
+
+    @extend_schema(responses={200: RunsOutput, **ERRORS})
+    def get(self, request: Request, chat_id: str) -> Response:
+        """[A12, C5] The chat's learning runs, newest first: status, what applied, what was
+        refused and why, as codes — never model output or content."""
+        chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
+        runs = learning_runs_of_chat(chat_id=chat.id)
+        return Response({"runs": [self.RunOutput(run).data for run in runs]})

@@ -9,4 +9,5 @@ urlpatterns = [
     path("chats/<str:chat_id>/turns", apis.ChatTurnApi.as_view()),
     path("chats/<str:chat_id>/confessions", apis.ChatConfessionsApi.as_view()),
     path("chats/<str:chat_id>/enrichments", apis.ChatEnrichmentsApi.as_view()),
+    path("chats/<str:chat_id>/learning", apis.ChatLearningApi.as_view()),
 ]

@@ -26,7 +26,7 @@ from memory.access import Reader, audience_allowed, visible_ids
 from memory.models import Change, Entry, EntryTag
 from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
-from memorybot.calls import learning_step_deadline_s
+from memorybot.calls import CallOutcome, learning_step_deadline_s
 from memorybot.models import LearningRun, ModelCall, ModelCallEntry
 from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
 from memorybot.settings import duty_for, readers_of_chat
@@ -125,7 +125,7 @@ def runs_give_up() -> int:
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=timezone.now()))
         .update(
             status=LearningRun.Status.FAILED,
-            error="the run failed too often",
+            error=LearningRun.Error.GAVE_UP,
             leased_until=None,
             finished_at=timezone.now(),
         )
@@ -161,6 +161,7 @@ def _finish(run: LearningRun, lease: datetime | None, status: str, error: str = 
         leased_until=None,
         finished_at=run.finished_at,
         refusals=run.refusals,
+        applied=run.applied,
     )
 
 
@@ -200,7 +201,7 @@ def _advance(run: LearningRun, lease: datetime) -> None:
     chat = Chat.objects.select_related("bot__source", "organization", "channel").get(id=run.chat_id)
     duty = duty_for(chat)
     if not duty.learning_on or duty.model is None:  # [W8, B1]
-        _finish(run, lease, LearningRun.Status.DONE, "learning is off for this chat")
+        _finish(run, lease, LearningRun.Status.DONE, LearningRun.Error.LEARNING_OFF)
         return
     if run.start_seq is None:
         run.start_seq = chat.read_position
@@ -233,22 +234,31 @@ def _advance(run: LearningRun, lease: datetime) -> None:
                 claims=0,  # waiting for money is not a failure
             )
             return
-        if outcome.status in (ModelCall.Status.TIMEOUT, ModelCall.Status.NO_SLOT):
-            # [B6] A step past its limit ends the run safely; the read position stays, so a
-            # later confide learns from this evidence again.
-            _finish(
-                run, lease, LearningRun.Status.FAILED, "a learning step took longer than allowed"
-            )
-            return
         if not outcome.ok or outcome.result is None:
-            _finish(run, lease, LearningRun.Status.FAILED, "the model could not answer")
+            # [B6] A step that failed or passed its limit ends the run safely; the read position
+            # stays, so a later confide learns from this evidence again.
+            _finish(run, lease, LearningRun.Status.FAILED, _cause(outcome))
             return
         result = outcome.result
     changes = _parse_changes(result.content)
     if changes is None:
-        _finish(run, lease, LearningRun.Status.FAILED, "the model's answer was unusable")
+        _finish(run, lease, LearningRun.Status.FAILED, LearningRun.Error.BAD_OUTPUT)
         return
     apply_learning(run=run, changes=changes, lease=lease)
+
+
+def _cause(outcome: CallOutcome) -> str:
+    """[A12] The code of why a learning step's model call gave no answer."""
+    if outcome.status == ModelCall.Status.ERROR:
+        if outcome.error_kind in (LearningRun.Error.BAD_MODEL, LearningRun.Error.BAD_OUTPUT):
+            return outcome.error_kind
+        return LearningRun.Error.MODEL_ERROR
+    codes: dict[str, str] = {
+        ModelCall.Status.TIMEOUT: LearningRun.Error.TIMEOUT,
+        ModelCall.Status.NO_SLOT: LearningRun.Error.NO_SLOT,
+        ModelCall.Status.BUDGET: LearningRun.Error.BUDGET,
+    }
+    return codes.get(outcome.status, LearningRun.Error.MODEL_ERROR)
 
 
 def _step_key(run: LearningRun) -> str:
@@ -404,6 +414,7 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
         if run.end_seq is not None and run.end_seq > read_position:
             Chat.objects.filter(id=chat.id).update(read_position=run.end_seq)
         run.refusals = refusals
+        run.applied = len(changes) - len(refusals)
         _finish(run, lease, LearningRun.Status.DONE)
     if refusals:
         logger.info("learning run %s: %d change(s) refused", run.id, len(refusals))

@@ -169,8 +169,22 @@ class LearningRun(models.Model):
     # Workers that took the run since it last made progress; too many end it (a run that
     # crashes its worker every time must not be retried forever).
     claims = models.PositiveIntegerField(default=0)
-    # A safe message only (never content): why the run failed or learned nothing.
-    error = models.CharField(max_length=200, blank=True, default="")
+
+    class Error(models.TextChoices):
+        """[A12] Why a run failed or learned nothing: a code, never model output or content."""
+
+        LEARNING_OFF = "learning_off"  # botMemory off or no model for the chat [W8]
+        BAD_MODEL = "bad_model"  # the model name names no provider OpenBot knows [A15]
+        BUDGET = "budget"  # the pool's budget is spent [B4]
+        TIMEOUT = "timeout"  # the step passed its deadline [B6]
+        NO_SLOT = "no_slot"  # no task slot freed up in time [B5]
+        MODEL_ERROR = "model_error"  # the model server failed (HTTP error, no connection)
+        BAD_OUTPUT = "bad_output"  # the model answered with something unusable
+        GAVE_UP = "gave_up"  # workers kept dying or failing on it [W2]
+
+    error = models.CharField(max_length=20, choices=Error.choices, blank=True, default="")
+    # [A12] How many proposed changes applied (the refused ones are in `refusals`).
+    applied = models.PositiveIntegerField(default=0)
     # [W7] Refused changes: [{"change": index, "reason": code}].
     refusals = models.JSONField(default=list)
     created_at = models.DateTimeField(default=timezone.now)

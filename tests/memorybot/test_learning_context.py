@@ -327,7 +327,7 @@ def test_a_run_stored_before_learning_was_switched_off_learns_nothing(
     learning_run_process(run_id=run_of(turn).id)
 
     run = run_of(turn)
-    assert run.status == LearningRun.Status.DONE and run.error == "learning is off for this chat"
+    assert run.status == LearningRun.Status.DONE and run.error == LearningRun.Error.LEARNING_OFF
     assert learning_requests(fake_openai) == [] and learned(chat) == []
 
 
@@ -346,7 +346,7 @@ def test_a_step_past_its_limit_fails_safely_and_a_later_confide_learns_it(
 
     run = run_of(first)
     assert run.status == LearningRun.Status.FAILED
-    assert run.error == "a learning step took longer than allowed"
+    assert run.error == LearningRun.Error.TIMEOUT
     assert Chat.objects.get(id=chat.id).read_position == 0
     assert learned(chat) == []
     (call,) = ModelCall.objects.filter(step_key__startswith=f"learning:{run.id}:")

@@ -392,6 +392,6 @@ def test_a_run_whose_workers_keep_dying_is_given_up_safely(
     learning_run_process(run_id=run.id)
     run.refresh_from_db()
     assert run.status == LearningRun.Status.FAILED
-    assert run.error == "the run failed too often"
+    assert run.error == LearningRun.Error.GAVE_UP
     assert len(fake_openai.requests) == asked
     assert Chat.objects.get(id=chat.id).read_position < (run.turn.end_seq or 0)

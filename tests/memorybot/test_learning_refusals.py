@@ -326,6 +326,6 @@ def test_an_unusable_answer_fails_the_run_and_keeps_the_read_position(
 
     run = run_of(turn)
     assert run.status == LearningRun.Status.FAILED
-    assert run.error == "the model's answer was unusable"
+    assert run.error == LearningRun.Error.BAD_OUTPUT
     assert Chat.objects.get(id=chat.id).read_position == 0
     assert learned(chat) == []
