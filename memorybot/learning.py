@@ -27,7 +27,7 @@ from memory.models import Change, Entry, EntryTag
 from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
 from memorybot.calls import CallOutcome, learning_step_deadline_s
-from memorybot.models import LearningRun, ModelCall, ModelCallEntry
+from memorybot.models import Confession, LearningRun, ModelCall, ModelCallEntry
 from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
 from memorybot.settings import duty_for, readers_of_chat
 from openbot.fields import readable
@@ -291,6 +291,16 @@ def _run_items(run: LearningRun) -> list[Item]:
     )
 
 
+def _bot_words(run: LearningRun) -> list[str]:
+    """[W1] What the bot said in the run's turn: its confessions. They show the memory bot
+    where to look and never become memory themselves."""
+    return [confession.text for confession in readable(Confession.objects.filter(turn=run.turn))]
+
+
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
 def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
     """[W5] The new items (each marked for what it is), the confession as a pointer only,
     the owner's instructions, the first 300 valid entries the run's readers may see, and
@@ -317,9 +327,12 @@ def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
         for entry_id, content, topics in known.entries
     ]
     counts = ", ".join(f"{topic}: {count}" for topic, count in sorted(known.topic_counts.items()))
+    confided = "\n".join(f"- {text}" for text in _bot_words(run)) or "(nothing)"
     prompt = (
         "The assistant confided during this turn: look at these items for what is worth "
         "keeping.\n\n"
+        "What the assistant confided (the bot's own words: they only show where to look and "
+        f"never become memory):\n{confided}\n\n"
         f"Owner's rules: {instructions or '(none)'}\n\n"
         "New items:\n" + "\n".join(lines) + "\n\n"
         "Existing notes:\n" + ("\n".join(notes) or "(none)") + "\n\n"
@@ -368,6 +381,9 @@ class _Apply:
     readers: Reader
     first_seq: int
     change: memory.PoolChange
+    # [W1] The bot's words in the run (confessions, its messages), normalized: a change whose
+    # content is only those words is refused.
+    bot_words: frozenset[str] = frozenset()
 
 
 def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | None = None) -> None:
@@ -379,6 +395,17 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
     apply the same answer a second time."""
     chat = Chat.objects.select_related("bot__source", "organization", "channel").get(id=run.chat_id)
     refusals: list[dict[str, Any]] = []
+    said_by_bot = readable(
+        Item.objects.filter(
+            chat_id=run.chat_id,
+            kind=Item.Kind.BOT,
+            seq__gt=run.start_seq or 0,
+            seq__lte=run.end_seq or 0,
+        )
+    )
+    bot_words = frozenset(
+        _words(text) for text in [*_bot_words(run), *(item.text for item in said_by_bot)]
+    )
     with memory.pool_change(pool_id=chat.bot.pool_bot_id, by=Change.By.MEMORY_BOT) as change:
         # [L1, W6] The readers' rights as of now, read under the write lock.
         readers = readers_of_chat(chat, run.turn.person_id).as_of_now()
@@ -393,6 +420,7 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
             readers=readers,
             first_seq=max(read_position, run.start_seq or 0) + 1,
             change=change,
+            bot_words=bot_words,
         )
         for index, proposed in enumerate(changes):
             try:
@@ -457,10 +485,12 @@ def _topics(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _content(proposed: dict[str, Any]) -> str:
+def _content(state: _Apply, proposed: dict[str, Any]) -> str:
     content = proposed.get("content")
     if not isinstance(content, str) or not content.strip() or len(content) > memory.MAX_CONTENT:
         raise Refused("bad_content")
+    if _words(content) in state.bot_words:
+        raise Refused("bot_words_as_content")  # [W1] they point; they never become memory
     return content.strip()
 
 
@@ -476,7 +506,7 @@ def _visible_entry(state: _Apply, entry_id: Any) -> str:
 def _add_fact(state: _Apply, proposed: dict[str, Any]) -> None:
     """[W7] A fact: its sources are items of this run's range; OpenBot builds its tags and
     evidence from stored data — the turn persons, chat, channel, organization and app."""
-    content, topics = _content(proposed), _topics(proposed.get("topics", []))
+    content, topics = _content(state, proposed), _topics(proposed.get("topics", []))
     sources = proposed.get("sources")
     if not isinstance(sources, list) or not sources:
         raise Refused("no_sources")
@@ -512,8 +542,8 @@ def _add_fact(state: _Apply, proposed: dict[str, Any]) -> None:
             if person_id is None:
                 raise Refused("no_person_source")
             tags.append(f"from:{person_id}")
-        if item.kind == Item.Kind.TOOL_RESULT and item.app:
-            tags.append(f"app:{item.app}")
+        if item.kind == Item.Kind.TOOL_RESULT and (item.tool or item.app):
+            tags.append(f"app:{item.tool or item.app}")  # [E3] `app:<tool>`
         # [V2, V3] The access rule of each source item, stored with the entry.
         rule = (
             f"channel:{chat.channel_id}"
@@ -543,7 +573,7 @@ def _add_observation(state: _Apply, proposed: dict[str, Any]) -> None:
     """[W7, V5] An observation over entries the run's readers may see; it carries the
     `from:`, `org:`, `chat:`, `channel:`, `app:` tags of all its sources so purge reaches it,
     and an audience every source allows."""
-    content, topics = _content(proposed), _topics(proposed.get("topics", []))
+    content, topics = _content(state, proposed), _topics(proposed.get("topics", []))
     confidence = proposed.get("confidence")
     if (
         isinstance(confidence, bool)

@@ -11,7 +11,7 @@ from chats import services as chat_services
 from chats.models import Chat, Item, Turn
 from memory.models import Entry, EntryTag
 from memorybot.learning import learning_run_process
-from memorybot.models import LearningRun
+from memorybot.models import Confession, LearningRun
 from tests.conftest import World
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memory.builders import chat_for, fact, say, set_status
@@ -22,6 +22,8 @@ from tests.memorybot.learning_world import (
     fact_change,
     learned,
     learning_answer,
+    learning_prompt,
+    learning_requests,
     memory_bot_on,
     observation_change,
     person_item,
@@ -213,7 +215,7 @@ def test_each_refused_change_is_recorded_and_the_rest_apply(
         f"for:person:{alice}",
         f"org:{world.org.id}",
         f"chat:{scene.chat.id}",
-        "app:calendar",
+        "app:lookup",  # [E3] `app:<tool>`: the tool whose result supports it
         "health",
     }
     observations = sorted(
@@ -329,3 +331,39 @@ def test_an_unusable_answer_fails_the_run_and_keeps_the_read_position(
     assert run.error == LearningRun.Error.BAD_OUTPUT
     assert Chat.objects.get(id=chat.id).read_position == 0
     assert learned(chat) == []
+
+
+def test_the_learning_request_holds_the_confession_as_the_bots_words(
+    world: World, fake_openai: FakeOpenAI, scene: Scene
+) -> None:
+    """[W1] The bot's words show the memory bot where to look: its confession is in the
+    request, marked as the bot's own words that never become memory."""
+    [confession] = Confession.objects.filter(turn=scene.turn)
+    learn(fake_openai, run_of(scene.turn), [])
+    [request] = learning_requests(fake_openai)
+    prompt = learning_prompt(request)
+    marker = "the bot's own words: they only show where to look and never become memory"
+    assert marker in prompt
+    assert f"- {confession.text}" in prompt.split(marker, 1)[1].split("New items:", 1)[0]
+
+
+def test_a_change_that_is_only_the_bots_words_is_refused(
+    world: World, fake_openai: FakeOpenAI, scene: Scene
+) -> None:
+    """[W1] No entry's content is the bot's words, even with a person's item as its source."""
+    [confession] = Confession.objects.filter(turn=scene.turn)
+    run = learn(
+        fake_openai,
+        run_of(scene.turn),
+        [
+            fact_change(f"  {confession.text.upper()} ", scene.said),
+            fact_change(scene.answered.text, scene.said),
+            fact_change("alice hates fridays", scene.said),
+        ],
+    )
+    assert run.refusals == [
+        {"change": 0, "reason": "bot_words_as_content"},
+        {"change": 1, "reason": "bot_words_as_content"},
+    ]
+    assert [entry.content for entry in learned(scene.chat)] == ["alice hates fridays"]
+    assert run.applied == 1
