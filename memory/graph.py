@@ -1,124 +1,258 @@
-"""Derived access data, recomputed on write so reads never walk graphs (SPEC appendix).
+"""Derived access data, kept on write so reads never walk graphs (SPEC appendix, [L2]).
 
-For every entry the pool keeps `Closure` rows (the entry and every existing entry reachable
-through its source references) and `Entry.sound`: false when a reachable source is missing,
-not active or lacks evidence, or a cycle is reachable [V4](d, e), [V6]. A change to an entry
-refreshes it and everything that depends on it, in the same transaction.
+- `Closure`: the entry and every existing entry it depends on, through source references.
+- `Entry.intact`: the entry's own part of [V4](d, e) — it carries evidence, every source entry
+  it names exists in the pool, and it is on no cycle of source references.
+- `Entry.blockers`: how many entries of its closure keep it from being sound — itself if not
+  intact, another entry if not intact or not active [V6]; `Entry.sound` is `blockers == 0`.
+
+A status change leaves the closure as it is: the entry blocks its dependents or stops blocking
+them, so their counts move by one in a single set-based update, however many there are [L2].
+Structural changes (new entries, imports, purges) recompute the closure of the entries they
+touch and of those depending on them with one recursive query, then count again.
 """
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Count
 
 from memory.models import Closure, Entry, EntrySource, Evidence
 
-
-@dataclass
-class _Node:
-    layer: str
-    status: str
-    source_entries: list[str] = field(default_factory=list)
-    source_items: set[tuple[str | None, int | None]] = field(default_factory=set)
-    evidence_items: set[tuple[str | None, int | None]] = field(default_factory=set)
-    evidence_count: int = 0
-
-    def carries_evidence(self) -> bool:
-        """[V4](d) A pinned entry its own rule; a fact one rule per source item."""
-        if self.layer == Entry.Layer.PINNED:
-            return self.evidence_count > 0
-        if self.layer == Entry.Layer.FACT:
-            return bool(self.source_items) and self.source_items <= self.evidence_items
-        return bool(self.source_entries)
+_ENTRY = Entry._meta.db_table
+_SOURCE = EntrySource._meta.db_table
+_CLOSURE = Closure._meta.db_table
+_EVIDENCE = Evidence._meta.db_table
+_ACTIVE = Entry.Status.ACTIVE
 
 
-def _load(pool_id: str, ids: set[str]) -> dict[str, _Node]:
-    nodes = {
-        entry_id: _Node(layer=layer, status=status)
-        for entry_id, layer, status in Entry.objects.filter(pool_id=pool_id, id__in=ids)
-        .values_list("id", "layer", "status")
-        .iterator()
-    }
-    for entry_id, source_entry_id, chat_id, item_seq in (
-        EntrySource.objects.filter(entry_id__in=nodes)
-        .order_by("entry_id", "position")
-        .values_list("entry_id", "source_entry_id", "chat_id", "item_seq")
-    ):
-        if source_entry_id is not None:
-            nodes[entry_id].source_entries.append(source_entry_id)
-        else:
-            nodes[entry_id].source_items.add((chat_id, item_seq))
-    for entry_id, chat_id, item_seq in Evidence.objects.filter(entry_id__in=nodes).values_list(
-        "entry_id", "chat_id", "item_seq"
-    ):
-        nodes[entry_id].evidence_count += 1
-        nodes[entry_id].evidence_items.add((chat_id, item_seq))
-    return nodes
+def _intact_sql() -> str:
+    """SQL: [V4](d, e) the own part of soundness of the entry-table row being updated; cycles
+    are read from the closure of its sources."""
+    row = _ENTRY
+    named = (
+        f"SELECT 1 FROM {_SOURCE} s WHERE s.entry_id = {row}.id AND s.source_entry_id IS NOT NULL"
+    )
+    items = f"SELECT 1 FROM {_SOURCE} s WHERE s.entry_id = {row}.id AND s.source_entry_id IS NULL"
+    proven = (
+        f"SELECT 1 FROM {_EVIDENCE} v WHERE v.entry_id = s.entry_id"
+        " AND v.chat_id = s.chat_id AND v.item_seq = s.item_seq"
+    )
+    # [V4](d) A pinned entry its own rule; a fact one rule per source item; an observation
+    # the evidence of its sources.
+    carries_evidence = (
+        f"CASE {row}.layer"
+        f" WHEN '{Entry.Layer.PINNED}'"
+        f" THEN EXISTS (SELECT 1 FROM {_EVIDENCE} v WHERE v.entry_id = {row}.id)"
+        f" WHEN '{Entry.Layer.FACT}'"
+        f" THEN EXISTS ({items}) AND NOT EXISTS ({items} AND NOT EXISTS ({proven}))"
+        f" WHEN '{Entry.Layer.OBSERVATION}' THEN EXISTS ({named})"
+        " ELSE FALSE END"
+    )
+    # [V4](e) A named source that is not in this pool is missing; one that depends on the
+    # entry closes a cycle.
+    present = f"SELECT 1 FROM {row} x WHERE x.id = s.source_entry_id AND x.pool_id = {row}.pool_id"
+    cycle = (
+        f"SELECT 1 FROM {_CLOSURE} c"
+        f" WHERE c.entry_id = s.source_entry_id AND c.ancestor_id = {row}.id"
+    )
+    return (
+        f"({carries_evidence})"
+        f" AND NOT EXISTS ({named} AND (NOT EXISTS ({present}) OR EXISTS ({cycle})))"
+    )
 
 
-def _reachable(start: str, nodes: dict[str, _Node]) -> tuple[set[str], bool, bool]:
-    """(existing entries reachable from `start` incl. itself, a source is missing, a cycle)."""
-    seen: set[str] = set()
-    on_path: set[str] = set()
-    missing = cycle = False
-    stack: list[tuple[str, int]] = [(start, 0)]
-    seen.add(start)
-    on_path.add(start)
-    while stack:
-        entry_id, index = stack.pop()
-        sources = nodes[entry_id].source_entries
-        if index < len(sources):
-            stack.append((entry_id, index + 1))
-            source = sources[index]
-            if source not in nodes:
-                missing = True
-            elif source in on_path:
-                cycle = True
-            elif source not in seen:
-                seen.add(source)
-                on_path.add(source)
-                stack.append((source, 0))
-        else:
-            on_path.discard(entry_id)
-    return seen, missing, cycle
+def _blockers_sql() -> str:
+    """SQL: the closure rows of the entry-table row being updated whose ancestor keeps it from
+    being sound; an ancestor that does not exist counts too, so the count never fails open."""
+    row = _ENTRY
+    return (
+        f"SELECT COUNT(*) FROM {_CLOSURE} c WHERE c.entry_id = {row}.id AND NOT EXISTS ("
+        f"SELECT 1 FROM {row} a WHERE a.id = c.ancestor_id AND a.intact"
+        f" AND (a.status = '{_ACTIVE}' OR a.id = {row}.id))"
+    )
+
+
+def status_changing(*, pool_id: str, entry_id: str, status: str) -> None:
+    """[L2, V6] Before `entry_id` takes `status`: if it goes from active to not, or back, its
+    dependents' counts move by one. An entry that is not intact blocks them either way."""
+    rows = Entry.objects.filter(pool_id=pool_id, id=entry_id).values_list("status", "intact")
+    before = rows.first()
+    if before is None or not before[1] or (before[0] == _ACTIVE) == (status == _ACTIVE):
+        return
+    step = -1 if status == _ACTIVE else 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_ENTRY} SET blockers = blockers + %s, sound = (blockers + %s = 0)"
+            f" WHERE id IN (SELECT entry_id FROM {_CLOSURE} WHERE ancestor_id = %s)"
+            " AND id <> %s",
+            [step, step, entry_id, entry_id],
+        )
 
 
 def dependents(ids: Iterable[str]) -> set[str]:
-    """Entries that depend on any of `ids`, or name one of them as a source (even missing)."""
+    """Entries outside `ids` that depend on one of them, or name one as a source (even one
+    that is missing).
+
+    A path into `ids` from outside enters through an entry outside that names one inside, so
+    only those entries' dependents are read, never the closure among `ids` themselves (a
+    purged 1,000-deep chain has half a million rows of it).
+    """
     ids = set(ids)
     naming = set(
-        EntrySource.objects.filter(source_entry_id__in=ids).values_list("entry_id", flat=True)
+        EntrySource.objects.filter(source_entry_id__in=ids)
+        .exclude(entry_id__in=ids)
+        .values_list("entry_id", flat=True)
     )
-    base = ids | naming
     return naming | set(
-        Closure.objects.filter(ancestor_id__in=base).values_list("entry_id", flat=True)
+        Closure.objects.filter(ancestor_id__in=naming).values_list("entry_id", flat=True)
     )
 
 
 def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
-    """Recompute closure and soundness of `changed_ids` and of everything depending on them."""
+    """Recompute the derived data of `changed_ids` and of everything depending on them.
+
+    The closure of an entry is itself, the entries it reaches through references among the
+    affected entries, and the (unchanged) closures of the entries outside them that it names;
+    no entry outside depends on an affected one, so those closures are final.
+    """
     changed = set(changed_ids)
-    affected = changed | dependents(changed)
-    nodes: dict[str, _Node] = {}
-    looked_up: set[str] = set()
-    frontier = set(affected)
-    while frontier:
-        looked_up |= frontier
-        loaded = _load(pool_id, frontier)
-        nodes.update(loaded)
-        referenced = {source for node in loaded.values() for source in node.source_entries}
-        frontier = referenced - looked_up
-    affected &= set(nodes)
-    closure_rows: list[Closure] = []
-    sound_ids: list[str] = []
-    for entry_id in affected:
-        reached, missing, cycle = _reachable(entry_id, nodes)
-        closure_rows += [Closure(entry_id=entry_id, ancestor_id=other) for other in reached]
-        dependencies_ok = all(
-            nodes[other].status == Entry.Status.ACTIVE and nodes[other].carries_evidence()
-            for other in reached - {entry_id}
-        )
-        if not (missing or cycle) and dependencies_ok and nodes[entry_id].carries_evidence():
-            sound_ids.append(entry_id)
+    candidates = changed | dependents(changed)
+    affected = sorted(
+        Entry.objects.filter(pool_id=pool_id, id__in=candidates).values_list("id", flat=True)
+    )
+    if not affected:
+        return
     Closure.objects.filter(entry_id__in=affected).delete()
-    Closure.objects.bulk_create(closure_rows, batch_size=2000)
-    Entry.objects.filter(id__in=sound_ids).update(sound=True)
-    Entry.objects.filter(id__in=affected - set(sound_ids)).update(sound=False)
+    marks = ", ".join(["%s"] * len(affected))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH RECURSIVE
+            edge (entry_id, source_id) AS (
+                SELECT s.entry_id, s.source_entry_id FROM {_SOURCE} s
+                JOIN {_ENTRY} e ON e.id = s.source_entry_id AND e.pool_id = %s
+                WHERE s.entry_id IN ({marks})
+            ),
+            reach (entry_id, ancestor_id) AS (
+                SELECT id, id FROM {_ENTRY} WHERE pool_id = %s AND id IN ({marks})
+                UNION
+                SELECT reach.entry_id, edge.source_id
+                FROM reach JOIN edge ON edge.entry_id = reach.ancestor_id
+            )
+            INSERT INTO {_CLOSURE} (entry_id, ancestor_id)
+            SELECT entry_id, ancestor_id FROM reach
+            UNION
+            SELECT reach.entry_id, c.ancestor_id
+            FROM reach
+            JOIN edge ON edge.entry_id = reach.ancestor_id
+            JOIN {_CLOSURE} c ON c.entry_id = edge.source_id
+            """,
+            [pool_id, *affected, pool_id, *affected],
+        )
+        where = f"WHERE pool_id = %s AND id IN ({marks})"
+        cursor.execute(
+            f"UPDATE {_ENTRY} SET intact = {_intact_sql()} {where}", [pool_id, *affected]
+        )
+        cursor.execute(
+            f"UPDATE {_ENTRY} SET blockers = ({_blockers_sql()}),"
+            f" sound = (({_blockers_sql()}) = 0) {where}",
+            [pool_id, *affected],
+        )
+
+
+@dataclass(frozen=True)
+class ImportLimits:
+    """[L2] What one committed batch of an import may hold: entries, and closure rows."""
+
+    entries: int = 200
+    closure_rows: int = 10_000
+
+
+def import_batches(
+    *, pool_id: str, sources: dict[str, list[str]], limits: ImportLimits
+) -> list[list[str]]:
+    """[L2] The batches an import commits in, in order: every entry after the imported entries
+    it names, each cycle within one batch, within `limits` (a cycle larger than them alone).
+
+    So a batch never names an entry of a later batch: until that batch commits, an entry
+    naming it names a missing source and stays hidden [V4](e), and a reader between two
+    batches sees a pool the access rule holds for. Closure sizes are estimated from above.
+    """
+    outside = {source for named in sources.values() for source in named} - set(sources)
+    known = dict(
+        Closure.objects.filter(entry__pool_id=pool_id, entry_id__in=outside)
+        .values("entry_id")
+        .annotate(rows=Count("id"))
+        .values_list("entry_id", "rows")
+    )
+    ceiling = sum(known.values())
+    estimate: dict[str, int] = {}
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    batch_rows = placed = 0
+    for component in _components(sources):
+        members = set(component)
+        placed += len(component)
+        reached = {source for member in component for source in sources[member]} - members
+        size = min(
+            len(component) + sum(estimate.get(s, known.get(s, 0)) for s in reached),
+            placed + ceiling,
+        )
+        for member in component:
+            estimate[member] = size
+        rows = size * len(component)
+        if batch and (
+            len(batch) + len(component) > limits.entries or batch_rows + rows > limits.closure_rows
+        ):
+            batches.append(batch)
+            batch, batch_rows = [], 0
+        batch += component
+        batch_rows += rows
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _components(sources: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components of the references among `sources`' keys, each after
+    the components it names (Tarjan's algorithm, iterative)."""
+    edges = {entry_id: [s for s in named if s in sources] for entry_id, named in sources.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in sources:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, 0)]
+        while work:
+            node, position = work[-1]
+            if position < len(edges[node]):
+                work[-1] = (node, position + 1)
+                target = edges[node][position]
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, 0))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while not component or component[-1] != node:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                components.append(component)
+    return components

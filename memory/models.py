@@ -59,8 +59,15 @@ class Entry(models.Model):
     confidence = models.FloatField(null=True, blank=True)
     # [E6] 0 for pinned, 1 otherwise: memory order is (rank, updatedAt desc, id).
     rank = models.SmallIntegerField()
-    # Derived on write [V4](d, e): every reachable source exists, is active, carries
-    # evidence, and no cycle is reachable. Kept current by memory.graph.refresh.
+    # Derived on write by memory.graph [V4](d, e): the entry's own part of soundness — it
+    # carries evidence, every source entry it names exists in the pool, it is on no cycle.
+    intact = models.BooleanField(default=False)
+    # Derived on write by memory.graph: how many entries of its `Closure` keep it from being
+    # sound — itself if not intact; another entry if not intact or not active [V6]. A status
+    # change moves the count of its dependents by one, in one set-based update [L2].
+    blockers = models.IntegerField(default=1)
+    # Derived on write: `blockers == 0` — every reachable source exists, is active, carries
+    # evidence, and no cycle is reachable.
     sound = models.BooleanField(default=False)
 
     class Meta:
@@ -162,7 +169,13 @@ class Evidence(models.Model):
 class Closure(models.Model):
     """Derived: `entry` depends on `ancestor` (itself included), through source references."""
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    # [L2] Derived rows, written by memory.graph with their entry and deleted with it by
+    # Django's cascade. No database constraint: a deep entry has a row per ancestor, and a
+    # deferred per-row check at commit would double what writing them holds the lock for.
+    # Indexed by `one_closure_row`, which leads with the entry.
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     ancestor_id = models.CharField(max_length=40, db_index=True)
 
     class Meta:

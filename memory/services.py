@@ -188,9 +188,10 @@ def entry_set_status_in(change: PoolChange, *, entry_id: str, status: str) -> No
     fields: dict[str, Any] = {"status": status, "updated_at": change.at}
     if status == Entry.Status.INVALIDATED:
         fields["invalidated_at"] = change.at
+    # [L2] The closure stays; the dependents' soundness follows in set-based SQL.
+    graph.status_changing(pool_id=change.pool_id, entry_id=entry_id, status=status)
     Entry.objects.filter(pool_id=change.pool_id, id=entry_id).update(**fields)
     change.record(entry_id, {"op": status})
-    graph.refresh(pool_id=change.pool_id, changed_ids=[entry_id])
 
 
 def entry_topics_in(
@@ -319,69 +320,87 @@ class ImportedEntry:
     updated_at: int | None = None
 
 
-def entries_import(*, pool_id: str, entries: list[ImportedEntry]) -> None:
-    """Store entries as they were, in one change; sources may be missing or form cycles.
+def entries_import(
+    *, pool_id: str, entries: list[ImportedEntry], limits: graph.ImportLimits | None = None
+) -> None:
+    """Store entries as they were; sources may be missing or form cycles.
 
     Nothing is rebuilt or widened [V7]: an entry whose access cannot be proven stays hidden.
+    [L2] The import commits in batches, each its own change, so that no batch holds the
+    pool's lock long: every entry comes after the imported entries it names, so until a
+    batch commits, whatever names its entries names a missing source and stays hidden. A
+    failed batch leaves the batches before it in place.
     """
-    with pool_change(pool_id=pool_id, by=Change.By.PROMOTION) as change:
-        for batch_start in range(0, len(entries), 1000):
-            batch = entries[batch_start : batch_start + 1000]
-            rows = [
-                Entry(
-                    id=item.id,
-                    pool_id=pool_id,
-                    layer=item.layer,
-                    content=item.content,
-                    content_length=len(item.content),
-                    status=item.status,
-                    created_at=item.updated_at or change.at,
-                    updated_at=item.updated_at or change.at,
-                    invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
-                    confidence=item.confidence,
-                    rank=0 if item.layer == Entry.Layer.PINNED else 1,
-                )
-                for item in batch
-            ]
-            Entry.objects.bulk_create(rows)
-            EntryTag.objects.bulk_create(
-                [
-                    EntryTag(entry_id=item.id, pool_id=pool_id, tag=tag, kind=tag_kind(tag))
-                    for item in batch
-                    for tag in dict.fromkeys(item.tags)
-                ]
+    by_id = {item.id: item for item in entries}
+    if len(by_id) != len(entries):
+        raise ApplicationError("imported entries must have distinct ids")
+    batches = graph.import_batches(
+        pool_id=pool_id,
+        sources={item.id: item.source_entries for item in entries},
+        limits=limits or graph.ImportLimits(),
+    )
+    for batch_ids in batches:
+        with pool_change(pool_id=pool_id, by=Change.By.PROMOTION) as change:
+            _import_rows(change, [by_id[entry_id] for entry_id in batch_ids])
+
+
+def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
+    Entry.objects.bulk_create(
+        [
+            Entry(
+                id=item.id,
+                pool_id=change.pool_id,
+                layer=item.layer,
+                content=item.content,
+                content_length=len(item.content),
+                status=item.status,
+                created_at=item.updated_at or change.at,
+                updated_at=item.updated_at or change.at,
+                invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
+                confidence=item.confidence,
+                rank=0 if item.layer == Entry.Layer.PINNED else 1,
             )
-            EntrySource.objects.bulk_create(
-                [
-                    EntrySource(entry_id=item.id, position=index, chat_id=chat, item_seq=seq)
-                    for item in batch
-                    for index, (chat, seq) in enumerate(item.source_items)
-                ]
-                + [
-                    EntrySource(
-                        entry_id=item.id,
-                        position=len(item.source_items) + index,
-                        source_entry_id=source,
-                    )
-                    for item in batch
-                    for index, source in enumerate(item.source_entries)
-                ]
+            for item in batch
+        ]
+    )
+    EntryTag.objects.bulk_create(
+        [
+            EntryTag(entry_id=item.id, pool_id=change.pool_id, tag=tag, kind=tag_kind(tag))
+            for item in batch
+            for tag in dict.fromkeys(item.tags)
+        ]
+    )
+    EntrySource.objects.bulk_create(
+        [
+            EntrySource(entry_id=item.id, position=index, chat_id=chat, item_seq=seq)
+            for item in batch
+            for index, (chat, seq) in enumerate(item.source_items)
+        ]
+        + [
+            EntrySource(
+                entry_id=item.id,
+                position=len(item.source_items) + index,
+                source_entry_id=source,
             )
-            Evidence.objects.bulk_create(
-                [
-                    Evidence(
-                        entry_id=item.id,
-                        rule=proof.rule,
-                        organization_id=proof.organization_id,
-                        chat_id=proof.chat_id,
-                        item_seq=proof.item_seq,
-                    )
-                    for item in batch
-                    for proof in item.evidence
-                ]
+            for item in batch
+            for index, source in enumerate(item.source_entries)
+        ]
+    )
+    Evidence.objects.bulk_create(
+        [
+            Evidence(
+                entry_id=item.id,
+                rule=proof.rule,
+                organization_id=proof.organization_id,
+                chat_id=proof.chat_id,
+                item_seq=proof.item_seq,
             )
-        for item in entries:
-            change.record(item.id, {"op": "import"}, structural=True)
+            for item in batch
+            for proof in item.evidence
+        ]
+    )
+    for item in batch:
+        change.record(item.id, {"op": "import"}, structural=True)
 
 
 def memory_settings_update(*, pool_id: str, expected: int, changes: dict[str, Any]) -> Pool:

@@ -1,0 +1,304 @@
+"""[L2] The derived access data is kept with set-based SQL, whatever the depth of the graph.
+
+A status change, Forget, a purge or a new entry issues as many queries over a chain of 80
+dependents as over a chain of 2 (a walk in Python would issue more the deeper the chain), and
+the access rule still answers as the reference model of the property test does. An import
+commits in batches, sources first. On PostgreSQL, a reader reading while the root of a deep
+chain is invalidated and re-activated sees one state or the other, never a mix.
+"""
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from memory.access import Reader, visible_entries
+from memory.graph import ImportLimits
+from memory.models import Change, ChangeEntry, Closure, Entry
+from memory.selectors import entries_for_reader, pool_version
+from memory.services import (
+    ImportedEntry,
+    ItemEvidence,
+    entries_import,
+    entry_create_in,
+    entry_forget,
+    pool_change,
+    pool_purge,
+)
+from tests.conftest import World
+from tests.memory.builders import set_status
+from tests.memory.test_access_property import PoolModel, RefEntry, RefReader
+
+ACTIVE, INVALIDATED = Entry.Status.ACTIVE, Entry.Status.INVALIDATED
+# Deep enough that rewriting the chain's closure (80 × 81 / 2 rows) would take more queries.
+SHALLOW, DEEP = 2, 80
+# What one change on the root of a chain may cost, at any depth.
+MAX_QUERIES = 30
+
+
+@pytest.fixture
+def model(world: World) -> PoolModel:
+    """The property test's reference model of the pool: people of org A using the bot."""
+    people = {world.actor(name).person.id for name in ("alice", "bob", "carol")}
+    return PoolModel(channel_org={}, members={}, bot_users={world.org.id: people})
+
+
+class Chain:
+    """A private fact of alice and observations over it, each over the one before, imported
+    through the real service and added to the reference `model`."""
+
+    def __init__(self, world: World, model: PoolModel, depth: int, inherit: bool = True) -> None:
+        self.world = world
+        self.model = model
+        alice, org = world.alice.person.id, world.org.id
+        self.ids = [f"mem_chain{depth}x{level}" for level in range(depth + 1)]
+        chat = f"chat_chain{depth}"
+        private = {f"for:person:{alice}", f"org:{org}"}
+        carried = {f"from:{alice}", f"chat:{chat}"} if inherit else set()
+        self.model.entries[self.ids[0]] = RefEntry(
+            Entry.Layer.FACT,
+            ACTIVE,
+            private | {f"from:{alice}", f"chat:{chat}"},
+            source_items=[(chat, 1)],
+            evidence=[(chat, 1, f"person:{alice}", org)],
+        )
+        for source, entry_id in zip(self.ids, self.ids[1:], strict=False):
+            self.model.entries[entry_id] = RefEntry(
+                Entry.Layer.OBSERVATION, ACTIVE, private | carried, source_entries=[source]
+            )
+        entries_import(pool_id=world.bot.id, entries=[self.imported(id_) for id_ in self.ids])
+
+    def imported(self, entry_id: str) -> ImportedEntry:
+        ref = self.model.entries[entry_id]
+        return ImportedEntry(
+            id=entry_id,
+            layer=ref.layer,
+            content=f"entry {entry_id}",
+            tags=sorted(ref.tags),
+            source_items=ref.source_items,
+            source_entries=ref.source_entries,
+            # The model's evidence is (chat, item, rule, organization), ItemEvidence's order.
+            evidence=[ItemEvidence(*proof) for proof in ref.evidence],
+            confidence=0.5 if ref.layer == Entry.Layer.OBSERVATION else None,
+        )
+
+    @property
+    def root(self) -> str:
+        return self.ids[0]
+
+    def reader(self, name: str) -> tuple[RefReader, Reader]:
+        person_id = self.world.actor(name).person.id
+        return (
+            RefReader(organization=self.world.org.id, person=person_id),
+            Reader.person(
+                bot=self.world.bot, person_id=person_id, organization_id=self.world.org.id
+            ),
+        )
+
+    def expected(self, name: str = "alice") -> set[str]:
+        return self.model.visible(self.reader(name)[0], active_only=False)
+
+    def assert_agrees(self) -> None:
+        """The access rule answers as the reference model, for alice and for bob."""
+        for name in ("alice", "bob"):
+            ref_reader, reader = self.reader(name)
+            for active_only in (False, True):
+                shown = visible_entries(
+                    pool_id=self.world.bot.id, reader=reader, active_only=active_only
+                ).values_list("id", flat=True)
+                assert set(shown) == self.model.visible(ref_reader, active_only=active_only)
+
+
+def queries_of(call: Callable[..., object], *args: Any, **kwargs: Any) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        call(*args, **kwargs)
+    return len(queries)
+
+
+def observe(chain: Chain, source_id: str) -> None:
+    """A new observation over `source_id` for alice, written as learning writes it."""
+    ref = RefEntry(
+        Entry.Layer.OBSERVATION,
+        ACTIVE,
+        {f"for:person:{chain.world.alice.person.id}", f"org:{chain.world.org.id}"},
+        source_entries=[source_id],
+    )
+    with pool_change(pool_id=chain.world.bot.id, by=Change.By.MEMORY_BOT) as change:
+        entry = entry_create_in(
+            change,
+            layer=ref.layer,
+            content="a new conclusion",
+            tags=sorted(ref.tags),
+            source_entries=ref.source_entries,
+            confidence=0.5,
+        )
+    chain.model.entries[entry.id] = ref
+
+
+@pytest.mark.parametrize("status", [INVALIDATED, Entry.Status.RETRACTED])
+def test_a_status_change_of_the_root_costs_the_same_at_any_depth(
+    world: World, model: PoolModel, status: str, django_assert_max_num_queries: Any
+) -> None:
+    """The closure stays as it was: only the dependents' soundness changes."""
+    counts = []
+    for depth in (SHALLOW, DEEP):
+        chain = Chain(world, model, depth)
+        root = Entry.objects.get(id=chain.root)
+        chain.assert_agrees()
+        closure = set(Closure.objects.values_list("id", "entry_id", "ancestor_id"))
+        with django_assert_max_num_queries(MAX_QUERIES):
+            counts.append(queries_of(set_status, root, status))
+        chain.model.entries[chain.root].status = status
+        chain.assert_agrees()
+        assert set(Closure.objects.values_list("id", "entry_id", "ancestor_id")) == closure
+        # Re-activated, every dependent is sound again.
+        with django_assert_max_num_queries(MAX_QUERIES):
+            counts.append(queries_of(set_status, root, ACTIVE))
+        chain.model.entries[chain.root].status = ACTIVE
+        chain.assert_agrees()
+        assert chain.expected() >= set(chain.ids)
+    assert counts[:2] == counts[2:]
+
+
+def test_forget_that_retracts_the_root_costs_the_same_at_any_depth(
+    world: World, model: PoolModel
+) -> None:
+    counts = []
+    for depth in (SHALLOW, DEEP):
+        chain = Chain(world, model, depth)
+        _, alice = chain.reader("alice")
+        counts.append(
+            queries_of(entry_forget, pool_id=world.bot.id, reader=alice, entry_id=chain.root)
+        )
+        chain.model.entries[chain.root].status = Entry.Status.RETRACTED
+        chain.assert_agrees()
+        assert chain.expected().isdisjoint(chain.ids)
+    assert counts[0] == counts[1]
+
+
+def test_a_new_observation_over_a_deep_chain_costs_the_same_at_any_depth(
+    world: World, model: PoolModel, django_assert_max_num_queries: Any
+) -> None:
+    counts = []
+    for depth in (SHALLOW, DEEP):
+        chain = Chain(world, model, depth)
+        with django_assert_max_num_queries(MAX_QUERIES):
+            counts.append(queries_of(observe, chain, chain.ids[-1]))
+        chain.assert_agrees()
+        assert len(chain.expected()) == len(model.entries)
+    assert counts[0] == counts[1]
+
+
+def test_a_purge_under_a_chain_costs_the_same_at_any_depth(
+    world: World, model: PoolModel, django_assert_max_num_queries: Any
+) -> None:
+    """Observations that do not carry the root's tags stay, hidden: their source is gone."""
+    counts = []
+    for depth in (SHALLOW, DEEP):
+        chain = Chain(world, model, depth, inherit=False)
+        tag = f"chat:chat_chain{depth}"
+        with django_assert_max_num_queries(MAX_QUERIES):
+            counts.append(queries_of(pool_purge, pool_id=world.bot.id, tag=tag))
+        del chain.model.entries[chain.root]
+        chain.assert_agrees()
+        assert Entry.objects.filter(id__in=chain.ids).count() == depth
+        assert chain.expected().isdisjoint(chain.ids)
+    assert counts[0] == counts[1]
+
+
+def test_an_import_commits_in_batches_sources_first(world: World, model: PoolModel) -> None:
+    """[L2] Given last-first, a chain still commits sources first; a cycle stays in one batch
+    and stays hidden [V4](e); so does an entry naming one that is never imported."""
+    chain_depth, limit = 30, 7
+    chain = Chain(world, model, 0)
+    alice, org = world.alice.person.id, world.org.id
+    private = {f"for:person:{alice}", f"org:{org}"}
+    links = [chain.root] + [f"mem_link{n}" for n in range(chain_depth)]
+    cycle = ["mem_cycle0", "mem_cycle1", "mem_cycle2"]
+    named = {link: [source] for source, link in zip(links, links[1:], strict=False)}
+    named |= {member: [cycle[(n + 1) % 3]] for n, member in enumerate(cycle)}
+    named |= {"mem_orphan": ["mem_never_imported"], "mem_over_cycle": [cycle[0], links[-1]]}
+    for entry_id, sources in named.items():
+        chain.model.entries[entry_id] = RefEntry(
+            Entry.Layer.OBSERVATION, ACTIVE, set(private), source_entries=sources
+        )
+    before = Change.objects.filter(pool_id=world.bot.id).count()
+
+    entries_import(
+        pool_id=world.bot.id,
+        entries=[chain.imported(entry_id) for entry_id in reversed(named)],
+        limits=ImportLimits(entries=limit, closure_rows=10_000),
+    )
+
+    changes = list(Change.objects.filter(pool_id=world.bot.id).order_by("version")[before:])
+    assert len(changes) >= len(named) // limit
+    assert {change.by for change in changes} == {Change.By.PROMOTION}
+    batch_of = {
+        entry_id: version
+        for version, entry_id in ChangeEntry.objects.filter(change__in=changes).values_list(
+            "change__version", "entry_id"
+        )
+    }
+    assert set(batch_of) == set(named)
+    for entry_id, sources in named.items():
+        assert all(batch_of.get(source, 0) <= batch_of[entry_id] for source in sources)
+    assert len({batch_of[member] for member in cycle}) == 1
+    chain.assert_agrees()
+    assert chain.expected() == {*links}
+
+
+# --- PostgreSQL: a reader during the change ---------------------------------------------
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="advisory locks and parallel readers need PG"
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_reader_sees_a_deep_chain_before_or_after_its_root_changes(
+    world: World, model: PoolModel
+) -> None:
+    chain = Chain(world, model, 300)
+    root = Entry.objects.get(id=chain.root)
+    _, alice = chain.reader("alice")
+    everything, root_only = chain.expected(), {chain.root}
+    # The state of each committed version, and every read: (version, ids it showed).
+    states: dict[int, set[str]] = {}
+    reads: list[tuple[int, set[str]]] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read_loop() -> None:
+        try:
+            while not done.is_set():
+                entries, version = entries_for_reader(pool_id=world.bot.id, reader=alice, tags=[])
+                reads.append((version, {entry["id"] for entry in entries}))
+        except BaseException as error:  # reported by the test, not lost in the thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    states[pool_version(world.bot.id)] = everything
+    reader = threading.Thread(target=read_loop)
+    reader.start()
+    try:
+        for _ in range(3):
+            for status, state in ((INVALIDATED, root_only), (ACTIVE, everything)):
+                time.sleep(0.05)
+                set_status(root, status)
+                chain.model.entries[chain.root].status = status
+                assert chain.expected() == state
+                states[pool_version(world.bot.id)] = state
+        time.sleep(0.05)
+    finally:
+        done.set()
+        reader.join(timeout=60)
+    assert not reader.is_alive()
+    assert errors == []
+    assert reads
+    assert [(version, ids) for version, ids in reads if states.get(version) != ids] == []
+    assert {frozenset(ids) for _, ids in reads} == {frozenset(everything), frozenset(root_only)}
+    chain.assert_agrees()
