@@ -97,3 +97,4 @@ def error_fields(response: Any) -> dict[str, Any]:
 
 
 from tests.fakes.openai_server import fake_openai  # noqa: E402, F401  (a global fixture)
+from tests.memory.test_decryptions import crypto  # noqa: E402, F401  (a global fixture)
