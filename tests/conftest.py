@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from openbot import services
@@ -87,6 +89,16 @@ def world(db: Any) -> World:
 @pytest.fixture
 def anon() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def staff(db: Any) -> Client:
+    """A support account: staff with no model permissions at all (the read-only admin needs
+    none), logged in to the admin."""
+    user = User.objects.create_user(username="support", password="pw-support", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 def error_fields(response: Any) -> dict[str, Any]:
