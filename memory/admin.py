@@ -115,6 +115,7 @@ POOL_BOT = linked("openbot.bot", "pool_id", "bot (pool)")
 @admin.register(Pool)
 class PoolAdmin(ReadOnlyAdmin):
     list_display = (
+        "__str__",
         "bot_link",
         "version",
         "settings_version",
@@ -125,7 +126,7 @@ class PoolAdmin(ReadOnlyAdmin):
     list_filter = ("budget_period",)
     search_fields = ("=bot__id",)
     search_help_text = "A bot id (the bot that is not linked)."
-    exclude = ("bot",)
+    fields = (*list_display[1:], "instructions")
 
 
 class ExplainForm(forms.Form):
