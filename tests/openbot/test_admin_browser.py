@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connections
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.conftest import World
@@ -53,6 +54,9 @@ def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
             yield browser.new_page(viewport={"width": 1400, "height": 1000})
         finally:
             browser.close()
+            # Connections opened under the running loop live in a context of their own (asgiref
+            # locals): close them here, or the test database could not be dropped at the end.
+            connections.close_all()
 
 
 def shot(page: Page, name: str) -> None:
