@@ -71,6 +71,7 @@ class Entry(models.Model):
     sound = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name_plural = "entries"
         indexes = [
             # [Q1] Reads start from the entries whose `for:` tag admits the reader and order
             # those; this index serves that step index-only (the memory order key and what
@@ -150,6 +151,7 @@ class Evidence(models.Model):
     item_seq = models.IntegerField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "evidence"
         constraints = [
             # [V3] One access rule per source item of an entry. (That runs never apply the
             # same item twice [W4] is kept by the chat's read position, locked at apply.)
@@ -228,6 +230,9 @@ class ChangeEntry(models.Model):
 
     change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="entry_rows")
     entry_id = models.CharField(max_length=40, db_index=True)
+
+    class Meta:
+        verbose_name_plural = "change entries"
 
     def __str__(self) -> str:
         return f"change {self.change_id} touched {self.entry_id}"

@@ -1,6 +1,19 @@
-"""[O3] The memory bot's records in the read-only admin: metadata only."""
+"""[O3, O5] The memory bot's records in the read-only admin: metadata only.
+
+Requests, results, confessions and enrichments are encrypted and never shown. Learning runs
+show their safe error and the cause code of their model call (`bad_model`, `timeout`,
+`budget` …), and link to their chat, turn, bot and model calls.
+"""
+
+import re
+from typing import Any
 
 from django.contrib import admin
+from django.db.models import CharField, F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Cast, Coalesce, Concat, NullIf
+from django.http import HttpRequest
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
 from memorybot.models import (
     Confession,
@@ -10,7 +23,14 @@ from memorybot.models import (
     ModelCall,
     ModelCallEntry,
 )
-from openbot.admin import ReadOnlyAdmin
+from openbot.admin import ReadOnlyAdmin, change_link, id_filter, links, list_url
+
+# A learning step's calls carry `learning:<run id>:<step>` [W3].
+LEARNING_STEP = re.compile(r"learning:([0-9]+):")
+
+
+def _calls_of_run(run_id: str) -> Q:
+    return Q(step_key__startswith=f"learning:{run_id}:")
 
 
 @admin.register(ModelCall)
@@ -18,12 +38,13 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "created_at",
-        "bot",
-        "organization",
+        "bot_link",
+        "organization_link",
         "purpose",
         "model",
         "status",
         "error_kind",
+        "run_link",
         "input_tokens",
         "output_tokens",
         "cost_micros",
@@ -32,7 +53,31 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "chat_id",
         "blanked_at",
     )
-    list_filter = ("purpose", "status", "billed")
+    list_filter = (
+        "purpose",
+        "status",
+        "error_kind",
+        "billed",
+        id_filter("bot", "bot_id"),
+        id_filter("organization", "organization_id"),
+        id_filter("chat", "chat_id"),
+        id_filter("run", matching=_calls_of_run),
+    )
+    search_fields = (
+        "id__exact",
+        "=bot__id",
+        "=organization__id",
+        "=chat_id",
+        "model",
+        "step_key",
+    )
+    search_help_text = "A call's number, a bot, organization or chat id, a model, or a step key."
+    fields = (*list_display[1:], "step_key", "finished_at")
+
+    @admin.display(description="learning run")
+    def run_link(self, row: ModelCall) -> str:
+        found = LEARNING_STEP.match(row.step_key or "")
+        return change_link("memorybot.learningrun", found.group(1)) if found else "-"
 
 
 @admin.register(ModelCallEntry)
@@ -45,12 +90,26 @@ class ModelCallEntryAdmin(ReadOnlyAdmin):
 
 @admin.register(Confession)
 class ConfessionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "created_at", "chat_id", "turn_id")
+    list_display = ("id", "created_at", "chat_link", "turn_link")
+    list_filter = (id_filter("chat", "chat_id"), id_filter("turn", "turn_id"))
+    search_fields = ("=chat__id", "turn__id__exact")
+    search_help_text = "A chat id, or a turn's number."
+    fields = ("created_at", "chat_link", "turn_link")
 
 
 @admin.register(Enrichment)
 class EnrichmentAdmin(ReadOnlyAdmin):
-    list_display = ("id", "created_at", "chat_id", "turn_id")
+    list_display = ("id", "created_at", "chat_link", "turn_link", "entries_used")
+    list_filter = (id_filter("chat", "chat_id"), id_filter("turn", "turn_id"))
+    search_fields = ("=chat__id", "turn__id__exact")
+    search_help_text = "A chat id, or a turn's number."
+    fields = ("created_at", "chat_link", "turn_link", "entries_used")
+
+    @admin.display(description="entries used")
+    def entries_used(self, row: Enrichment) -> SafeString:
+        return format_html_join(
+            ", ", "{}", ((change_link("memory.entry", entry_id),) for entry_id in row.entry_ids)
+        )
 
 
 @admin.register(EnrichmentEntry)
@@ -66,13 +125,72 @@ class LearningRunAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "created_at",
-        "chat_id",
-        "turn_id",
+        "chat_link",
+        "turn_link",
+        "bot_of_chat",
         "status",
+        "error",
+        "cause",
+        "refused",
         "start_seq",
         "end_seq",
         "claims",
-        "error",
         "finished_at",
     )
-    list_filter = ("status",)
+    list_filter = (
+        "status",
+        "error",
+        id_filter("bot", "chat__bot_id"),
+        id_filter("organization", "chat__organization_id"),
+        id_filter("chat", "chat_id"),
+        id_filter("turn", "turn_id"),
+    )
+    search_fields = (
+        "id__exact",
+        "=chat__id",
+        "turn__id__exact",
+        "=chat__bot__id",
+        "=chat__organization__id",
+        "=chat__owner__id",
+    )
+    search_help_text = "A run's or turn's number, or a chat, bot, organization or owner id."
+    fields = (*list_display[1:], "not_before", "leased_until", "sent_at", "related")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # [A12, A15] The cause code of the run's last failed model call, in the same query.
+        key_prefix = Concat(
+            Value("learning:"),
+            Cast(OuterRef("pk"), CharField()),
+            Value(":"),
+            output_field=CharField(),
+        )
+        failed_calls = (
+            ModelCall.objects.filter(step_key__startswith=key_prefix)
+            .exclude(status=ModelCall.Status.OK)
+            .order_by("-attempt", "-pk")
+        )
+        cause = Coalesce(NullIf("error_kind", Value("")), "status", output_field=CharField())
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                chat_bot_id=F("chat__bot_id"),
+                call_cause=Subquery(failed_calls.annotate(cause=cause).values("cause")[:1]),
+            )
+        )
+
+    @admin.display(description="bot", ordering="chat__bot_id")
+    def bot_of_chat(self, row: Any) -> str:
+        return change_link("openbot.bot", row.chat_bot_id)
+
+    @admin.display(description="cause (model call)", ordering="call_cause")
+    def cause(self, row: Any) -> str:
+        return str(row.call_cause or "-")
+
+    @admin.display(description="refused changes")
+    def refused(self, row: LearningRun) -> str:
+        return ", ".join(str(refusal.get("reason")) for refusal in row.refusals) or "-"
+
+    @admin.display(description="related")
+    def related(self, row: LearningRun) -> SafeString:
+        return links(("model calls", list_url("memorybot.modelcall", run=row.pk)))

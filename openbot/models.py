@@ -25,6 +25,9 @@ class Person(models.Model):
     # DRF's IsAuthenticated asks the authenticated principal this.
     is_authenticated = True
 
+    class Meta:
+        verbose_name_plural = "people"
+
     def __str__(self) -> str:
         return self.id
 

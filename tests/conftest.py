@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from chats.models import Turn
@@ -109,6 +111,16 @@ def anon() -> APIClient:
     return APIClient()
 
 
+@pytest.fixture
+def staff(db: Any) -> Client:
+    """A support account: staff with no model permissions at all (the read-only admin needs
+    none), logged in to the admin."""
+    user = User.objects.create_user(username="support", password="pw-support", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def error_fields(response: Any) -> dict[str, Any]:
     """The fields a 400 names."""
     body = response.json()
@@ -117,3 +129,4 @@ def error_fields(response: Any) -> dict[str, Any]:
 
 
 from tests.fakes.openai_server import fake_openai  # noqa: E402, F401  (a global fixture)
+from tests.memory.test_decryptions import crypto  # noqa: E402, F401  (a global fixture)

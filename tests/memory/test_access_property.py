@@ -218,6 +218,11 @@ class Tenancy:
 
 @pytest.fixture
 def tenancy(db: Any) -> Tenancy:
+    return make_tenancy()
+
+
+def make_tenancy() -> Tenancy:
+    """Two organizations, people in one or both, a bot and its link, channels in each."""
     org_a = services.organization_create(name="Org A")
     org_b = services.organization_create(name="Org B")
     people_a = [services.person_create(organization=org_a, name=f"a{n}") for n in range(2)]
@@ -633,53 +638,64 @@ def check_every_reader(world: Tenancy, model: PoolModel) -> None:
         event("a visible observation over an observation")
 
 
-@settings(
-    max_examples=example_count(),
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-)
+def random_pools(max_examples: int) -> settings:
+    """Hypothesis settings for tests over `random_pool` (slow examples, function fixtures)."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
+    )
+
+
+@random_pools(example_count())
 @given(data=st.data())
 def test_visible_entries_match_the_reference(tenancy: Tenancy, data: st.DataObject) -> None:
     with transaction.atomic():
-        world = tenancy
-        organization_of = {
-            channel_id: channel.organization_id for channel_id, channel in world.channels.items()
-        }
-        model = PoolModel(
-            channel_org=organization_of,
-            members={channel_id: set() for channel_id in world.channels},
-            bot_users={organization_id: set() for organization_id in world.staff},
-        )
-        # The starting memberships and grants are stored in bulk (one query each, to keep
-        # a thousand examples fast); later membership changes go through the services.
-        members, grants = [], []
-        for channel_id, organization_id in organization_of.items():
-            for person_id in world.staff[organization_id]:
-                if data.draw(st.booleans()):
-                    members.append(ChannelMember(channel_id=channel_id, person_id=person_id))
-                    model.members[channel_id].add(person_id)
-        for organization_id, people in world.staff.items():
-            for person_id in people:
-                if data.draw(st.integers(0, 3)) > 0:
-                    level = str(data.draw(st.sampled_from(["read", "write"])))
-                    grants.append(
-                        Grant(bot=world.bot_of(organization_id), person_id=person_id, level=level)
-                    )
-                    model.bot_users[organization_id].add(person_id)
-        ChannelMember.objects.bulk_create(members)
-        Grant.objects.bulk_create(grants)
-        pool = Pool(data, world, model)
-        # Some entries to start from, then anything.
-        base = data.draw(st.lists(st.sampled_from(["fact", "pin"]), min_size=2, max_size=4))
-        operations = data.draw(st.lists(st.sampled_from(OPERATIONS), min_size=2, max_size=10))
-        for operation in [*base, *operations]:
-            getattr(pool, operation)()
-        check_every_reader(world, model)
+        model = random_pool(tenancy, data)
+        check_every_reader(tenancy, model)
         transaction.set_rollback(True)
+
+
+def random_pool(world: Tenancy, data: st.DataObject) -> PoolModel:
+    """Random memberships and grants, then a random pool built through the real services;
+    returns the test's own model of it. Call it inside a transaction that is rolled back."""
+    organization_of = {
+        channel_id: channel.organization_id for channel_id, channel in world.channels.items()
+    }
+    model = PoolModel(
+        channel_org=organization_of,
+        members={channel_id: set() for channel_id in world.channels},
+        bot_users={organization_id: set() for organization_id in world.staff},
+    )
+    # The starting memberships and grants are stored in bulk (one query each, to keep
+    # a thousand examples fast); later membership changes go through the services.
+    members, grants = [], []
+    for channel_id, organization_id in organization_of.items():
+        for person_id in world.staff[organization_id]:
+            if data.draw(st.booleans()):
+                members.append(ChannelMember(channel_id=channel_id, person_id=person_id))
+                model.members[channel_id].add(person_id)
+    for organization_id, people in world.staff.items():
+        for person_id in people:
+            if data.draw(st.integers(0, 3)) > 0:
+                level = str(data.draw(st.sampled_from(["read", "write"])))
+                grants.append(
+                    Grant(bot=world.bot_of(organization_id), person_id=person_id, level=level)
+                )
+                model.bot_users[organization_id].add(person_id)
+    ChannelMember.objects.bulk_create(members)
+    Grant.objects.bulk_create(grants)
+    pool = Pool(data, world, model)
+    # Some entries to start from, then anything.
+    base = data.draw(st.lists(st.sampled_from(["fact", "pin"]), min_size=2, max_size=4))
+    operations = data.draw(st.lists(st.sampled_from(OPERATIONS), min_size=2, max_size=10))
+    for operation in [*base, *operations]:
+        getattr(pool, operation)()
+    return model
 
 
 # --- [V5] audience_allowed ---------------------------------------------------------------

@@ -89,15 +89,6 @@ def content(world: World) -> World:
     return world
 
 
-@pytest.fixture
-def staff(db: Any) -> Client:
-    """A staff user with no model permissions at all: the read-only admin needs none."""
-    user = User.objects.create_user(username="support", password="pw-support", is_staff=True)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_every_model_is_registered_read_only() -> None:
     """[O3] Each registered ModelAdmin refuses add, change and delete to everyone."""
     superuser = User(username="root", is_staff=True, is_superuser=True, is_active=True)

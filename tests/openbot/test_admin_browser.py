@@ -1,0 +1,118 @@
+"""[O5, O6] Support staff in a real browser: log in, find an entry by a person's id, open it,
+ask why another person cannot see it. Headless Debian Chromium driven by Playwright against a
+live server; screenshots go to `tmp/artifacts/admin/` (or `$OPENBOT_ARTIFACTS/admin/`).
+
+Playwright's sync API keeps an asyncio loop running in this thread while it is started, and
+Django refuses database work under a running loop. So the browser lives only as long as this
+test (not pytest-playwright's session-wide fixtures, which would leave the loop running for
+every test after this one), and the test allows that work while it runs.
+"""
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connections
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.conftest import World
+from tests.memory.builders import chat_for, fact, say
+from tests.openbot.test_admin import CANARY, CANARY_MARK
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(os.environ.get("OPENBOT_ARTIFACTS") or settings.BASE_DIR / "tmp" / "artifacts")
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="no Chromium at /usr/bin/chromium (Debian: apt-get install -y chromium); "
+    "browsers are never downloaded",
+)
+
+
+@pytest.fixture
+def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+            # Connections opened under the running loop live in a context of their own (asgiref
+            # locals): close them here, or the test database could not be dropped at the end.
+            connections.close_all()
+
+
+def shot(page: Page, name: str) -> None:
+    folder = ARTIFACTS / "admin"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    assert CANARY_MARK not in page.content(), name
+
+
+def test_support_finds_an_entry_and_explains_who_may_see_it(
+    world: World, live_server: Any, page: Page
+) -> None:
+    bob, carol = world.bob.person.id, world.carol.person.id
+    entry = fact([say(chat_for(world.bob, world.bot), world.bob, CANARY)], content=CANARY)
+    User.objects.create_user(username="support", password="pw-support", is_staff=True)
+
+    page.goto(f"{live_server.url}/admin/login/")
+    expect(page).to_have_title(re.compile("OpenBot Bot Memory"))
+    page.fill("#id_username", "support")
+    page.fill("#id_password", "pw-support")
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_contain_text("OpenBot Bot Memory")
+    expect(page.get_by_text("View site")).to_have_count(0)
+    shot(page, "1-index")
+
+    # Search the entries by the person's id.
+    page.goto(f"{live_server.url}/admin/memory/entry/")
+    page.fill("#searchbar", bob)
+    page.press("#searchbar", "Enter")
+    results = page.locator("#result_list tbody tr")
+    expect(results).to_have_count(1)
+    expect(results.first).to_contain_text(entry.id)
+    expect(results.first).to_contain_text(" UTC")
+    expect(page.locator('input[name="person"]')).to_be_visible()
+    shot(page, "2-entries-searched-by-person")
+
+    # Open it: tags, sources, evidence and exclusions, no content.
+    page.click(f"#result_list a:text-is('{entry.id}')")
+    expect(page.locator("h2", has_text="tags")).to_be_visible()
+    for text in (f"from:{bob}", f"for:person:{bob}", f"org:{world.org.id}", f"person:{bob}"):
+        expect(page.locator("#content-main")).to_contain_text(text)
+    expect(page.locator("h2", has_text="evidence")).to_be_visible()
+    expect(page.locator("h2", has_text="exclusions")).to_be_visible()
+    shot(page, "3-entry")
+
+    # Why can't carol see it? The first failing clause, on the entry itself.
+    page.click("text=explain access for a person or a channel")
+    page.select_option("#id_bot", world.bot.id)
+    page.fill("#id_person", carol)
+    page.click("input[value=Explain]")
+    expect(page.locator("#verdict")).to_contain_text(f"Not visible: person {carol}")
+    expect(page.locator("#dependencies tr.failing")).to_contain_text("not_admitted")
+    shot(page, "4-explain-not-visible")
+
+    page.fill("#id_person", bob)
+    page.click("input[value=Explain]")
+    expect(page.locator("#verdict")).to_contain_text(f"Visible: person {bob}")
+    expect(page.locator("#dependencies tr.failing")).to_have_count(0)
+    shot(page, "5-explain-visible")
