@@ -84,6 +84,8 @@ class ModelCallAdmin(ReadOnlyAdmin):
 class ModelCallEntryAdmin(ReadOnlyAdmin):
     # The call's id, never the call: loading it would decrypt its request and result.
     list_display = ("id", "call_id", "entry_id")
+    search_fields = ("=entry_id", "call_id__exact")
+    search_help_text = "An entry id, or a model call's number."
     fields = ("call_id", "entry_id")
     readonly_fields = ("call_id",)
 
@@ -116,6 +118,8 @@ class EnrichmentAdmin(ReadOnlyAdmin):
 class EnrichmentEntryAdmin(ReadOnlyAdmin):
     # The enrichment's id, never the enrichment: loading it would decrypt it.
     list_display = ("id", "enrichment_id", "entry_id")
+    search_fields = ("=entry_id", "enrichment_id__exact")
+    search_help_text = "An entry id, or an enrichment's number."
     fields = ("enrichment_id", "entry_id")
     readonly_fields = ("enrichment_id",)
 

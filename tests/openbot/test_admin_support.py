@@ -31,7 +31,14 @@ from memory.models import (
 from memory.services import ImportedEntry, entries_import, entry_forget, entry_remember
 from memorybot.confide import confide_hear
 from memorybot.learning import learning_run_process
-from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
+from memorybot.models import (
+    Confession,
+    Enrichment,
+    EnrichmentEntry,
+    LearningRun,
+    ModelCall,
+    ModelCallEntry,
+)
 from openbot import services
 from openbot.fields import EncryptedTextField
 from openbot.models import (
@@ -96,9 +103,14 @@ def build(world: World) -> Support:
     failed_run = LearningRun.objects.get(turn=turn)
     learning_run_process(run_id=failed_run.id)
     failed_run.refresh_from_db()
-    Enrichment.objects.create(
+    enrichment = Enrichment.objects.create(
         chat=private_chat, turn=turn, text=CANARY, original=CANARY, entry_ids=[private.id]
     )
+    # [P4] What an enrichment and a model call carried, as the memory bot records it.
+    EnrichmentEntry.objects.create(enrichment=enrichment, entry_id=private.id)
+    call = ModelCall.objects.filter(step_key__startswith=f"learning:{failed_run.pk}:").get()
+    ModelCallEntry.objects.get_or_create(call=call, entry_id=private.id)
+    ModelCall.objects.filter(pk=call.pk).update(chat_id=private_chat.id)
     return Support(
         world,
         linked,
@@ -156,6 +168,9 @@ def searches(s: Support) -> list[tuple[type[Model], str, Any]]:
     assert call is not None
     confession = Confession.objects.get(turn=s.turn)
     enrichment = Enrichment.objects.get(turn=s.turn)
+    used = EnrichmentEntry.objects.filter(enrichment=enrichment).first()
+    carried = ModelCallEntry.objects.first()
+    assert used and carried
     return [
         (Organization, w.org.id, w.org.pk),
         (Person, w.carol.person.id, w.carol.person.pk),
@@ -212,6 +227,11 @@ def searches(s: Support) -> list[tuple[type[Model], str, Any]]:
         (ModelCall, str(call.pk), call.pk),
         (Confession, s.private_chat.id, confession.pk),
         (Enrichment, s.private_chat.id, enrichment.pk),
+        (EnrichmentEntry, used.entry_id, used.pk),
+        (EnrichmentEntry, str(enrichment.pk), used.pk),
+        (ModelCallEntry, carried.entry_id, carried.pk),
+        (ModelCallEntry, str(carried.call_id), carried.pk),
+        (ModelCall, s.private_chat.id, call.pk),  # [P4] a call names its chat
         (LearningRun, s.private_chat.id, s.failed_run.pk),
         (LearningRun, w.bot.id, s.failed_run.pk),
         (LearningRun, w.bob.person.id, s.failed_run.pk),
@@ -338,9 +358,10 @@ def filters(s: Support) -> list[tuple[type[Model], dict[str, str], set[Any]]]:
         (
             ModelCall,
             {"chat": s.private_chat.id, "error_kind": "bad_model"},
+            # [P4] Every call names its chat: the confide and the learning step.
             set(
                 ModelCall.objects.filter(
-                    step_key__startswith=f"learning:{s.failed_run.pk}:"
+                    chat_id=s.private_chat.id, error_kind="bad_model"
                 ).values_list("pk", flat=True)
             ),
         ),
