@@ -28,7 +28,15 @@ from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
 from memorybot.calls import learning_step_deadline_s
 from memorybot.models import LearningRun, ModelCall, ModelCallEntry
-from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
+from memorybot.providers import (
+    EntryText,
+    ItemText,
+    Material,
+    Message,
+    ModelRequest,
+    ModelResult,
+    first_json_object,
+)
 from memorybot.settings import duty_for, readers_of_chat
 from openbot.fields import readable
 
@@ -331,11 +339,8 @@ def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
 
 
 def _parse_changes(content: str | None) -> list[Any] | None:
-    try:
-        data = json.loads(content or "")
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("changes"), list):
+    data = first_json_object(content)
+    if data is None or not isinstance(data.get("changes"), list):
         return None
     changes: list[Any] = data["changes"]
     return changes
