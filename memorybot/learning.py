@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 STEP = "changes"
 MAX_CLAIMS = 5
 LEARNING_CONTEXT_SIZE = 300
+# [B8] A bounded answer: a model that rambles is cut by its server, not by the step's limit.
+ANSWER_MAX_TOKENS = 2048
 SOURCE_KINDS = {Item.Kind.PERSON, Item.Kind.TOOL_RESULT, Item.Kind.NOTICE}
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
 ITEM_ID = re.compile(r"i-([0-9]{1,9})")
@@ -326,6 +328,7 @@ def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
     return ModelRequest(
         messages=(Message.system(LEARN_PROMPT), Message.user(prompt)),
         json_output=True,
+        max_output_tokens=ANSWER_MAX_TOKENS,
         material=Material(
             items=tuple(
                 ItemText(chat=chat.id, item=item.public_id, kind=item.kind, text=item.text)

@@ -53,13 +53,15 @@ class ProviderError(Exception):
     """A model call failed. `kind` says how, in words that never hold content.
 
     Kinds: `timeout`, `connection`, `http_status` (with `http_status` set), `bad_output`,
-    `bad_config`.
+    `bad_config`. `usage` is what the server confirmed for an answer that proved unusable:
+    it was spent all the same [B3].
     """
 
     def __init__(self, kind: str, message: str, *, http_status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.http_status = http_status
+        self.usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -592,6 +594,15 @@ def parse_completion(body: bytes | str, *, offered: Sequence[str] = ()) -> Model
         raise _bad_output("not JSON") from None
     if not isinstance(data, dict):
         raise _bad_output("not a JSON object")
+    usage = parse_usage(data.get("usage"))
+    try:
+        return _completion(data, usage, offered)
+    except ProviderError as exc:
+        exc.usage = usage
+        raise
+
+
+def _completion(data: dict[str, Any], usage: Usage | None, offered: Sequence[str]) -> ModelResult:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _bad_output("no choices")
@@ -618,7 +629,7 @@ def parse_completion(body: bytes | str, *, offered: Sequence[str] = ()) -> Model
     return ModelResult(
         content=content,
         tool_calls=tuple(tool_calls),
-        usage=parse_usage(data.get("usage")),
+        usage=usage,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
     )
 

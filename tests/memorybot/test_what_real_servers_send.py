@@ -304,6 +304,8 @@ def test_learning_wrapped_in_prose_and_a_fence_applies(
     run = run_of(confided)
     assert (run.status, run.refusals) == (LearningRun.Status.DONE, [])
     assert [entry.content for entry in learned(chat)] == ["alice is vegetarian"]
+    # A bounded answer, like the memory bot's other duties.
+    assert isinstance(fake_openai.requests[-1].body.get("max_tokens"), int)
 
 
 def test_learning_cut_mid_object_fails_the_run_and_keeps_the_read_position(
@@ -366,6 +368,27 @@ def test_partial_usage_is_billed_only_as_far_as_it_confirms(
     assert call.status == "ok"
     assert (call.input_tokens, call.output_tokens) == (tokens or (None, None))
     assert (call.cost_micros, call.billed) == (cost, cost is not None)
+
+
+def test_an_unusable_answer_is_still_billed_for_what_the_server_confirmed(
+    scene: World, fake_openai: FakeOpenAI
+) -> None:
+    """The server spent the tokens whatever we make of its answer [B3]."""
+    message = said(
+        None, tool_calls=[{"id": "c1", "function": {"name": "confide", "arguments": "7"}}]
+    )
+    usage = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
+    body = turn(
+        scene,
+        fake_openai,
+        NO_ENRICHMENT,
+        {"raw": completion(message, finish_reason="tool_calls", usage=usage)},
+    )
+    assert body["items"][-1]["text"] == NO_ANSWER
+    call = ModelCall.objects.get(purpose="answer")
+    assert (call.status, call.error_kind) == ("error", "bad_output")
+    assert (call.input_tokens, call.output_tokens) == (1000, 500)
+    assert call.cost_micros == 450 and call.billed is True
 
 
 # --- a server that closes the connection [C6] -----------------------------------------------
