@@ -24,6 +24,7 @@ from memorybot.providers import (
     ModelRequest,
     ModelResult,
     ProviderError,
+    Usage,
     provider_for,
 )
 from memorybot.purge import model_call_store
@@ -128,7 +129,7 @@ def model_call(
             result = provider.complete(purpose=purpose, request=request, timeout_s=left)
         except ProviderError as exc:
             status = Status.TIMEOUT if exc.kind == "timeout" else Status.ERROR
-            return _record(call, status, error_kind=exc.kind)
+            return _record(call, status, error_kind=exc.kind, usage=exc.usage)
         except Exception as exc:  # a provider bug must not break the turn; no message logged
             logger.error("model call: the provider raised %s", type(exc).__name__)
             return _record(call, Status.ERROR, error_kind="provider_bug")
@@ -148,16 +149,19 @@ def _record(
     *,
     result: ModelResult | None = None,
     error_kind: str = "",
+    usage: Usage | None = None,
 ) -> CallOutcome:
+    """Store the call. `usage` is what an answer without a usable `result` cost [B3]."""
     call.status = status
     call.error_kind = error_kind
     call.finished_at = timezone.now()
     if result is not None:
         call.result = json.dumps(result.to_json(), ensure_ascii=False)
-        if result.usage is not None:
-            call.input_tokens = result.usage.input_tokens
-            call.output_tokens = result.usage.output_tokens
-        cost = call_cost(model=call.model, usage=result.usage)
+        usage = result.usage
+    if usage is not None:
+        call.input_tokens = usage.input_tokens
+        call.output_tokens = usage.output_tokens
+        cost = call_cost(model=call.model, usage=usage)
         call.cost_micros = cost.micros
         call.billed = cost.billed
     kept = model_call_store(call)

@@ -37,6 +37,9 @@ PRIEST_PROMPT = (
 )
 
 MAX_CONFESSION = 8_000
+# [B8] A bounded reply: a model that rambles is cut by its server, which then is free for the
+# next call, instead of talking until the deadline. "Briefly" fits well inside it.
+REPLY_MAX_TOKENS = 300
 
 
 def confide_hear(*, turn: Turn, text: str, deadline_s: float | None = None) -> str:
@@ -52,12 +55,15 @@ def confide_hear(*, turn: Turn, text: str, deadline_s: float | None = None) -> s
             purpose="confide",
             request=ModelRequest(
                 messages=(Message.system(PRIEST_PROMPT), Message.user(text)),
+                max_output_tokens=REPLY_MAX_TOKENS,
                 material=Material(text=text),
             ),
             deadline_s=reply_deadline_s() if deadline_s is None else deadline_s,
         )
-        if outcome.ok and outcome.result and (outcome.result.content or "").strip():
-            reply = (outcome.result.content or "").strip()
+        result = outcome.result if outcome.ok else None
+        # [F2, B8] A reply the server cut off at its token limit may stop mid-word: unusable.
+        if result and result.finish_reason != "length" and (result.content or "").strip():
+            reply = (result.content or "").strip()
     with transaction.atomic():
         Confession.objects.create(chat=chat, turn=turn, text=text, reply=reply)
         if duty.learning_on and duty.model is not None:  # [F4, W8]

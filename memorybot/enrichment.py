@@ -8,17 +8,19 @@ when no entry is visible [S2]. The rewrite is stored, encrypted, with the origin
 the entries it was made from, so a purge of one of them deletes it [P4].
 """
 
-import json
-
 from chats.models import Item, Turn
 from memory.selectors import context, validate_references
 from memorybot.calls import reply_deadline_s
 from memorybot.models import Enrichment, EnrichmentEntry
-from memorybot.providers import EntryText, Material, Message, ModelRequest
+from memorybot.providers import EntryText, Material, Message, ModelRequest, first_json_object
 from memorybot.purge import entries_kept
 from memorybot.settings import duty_for, readers_of_chat
 
 CONTEXT_LIMIT = 4000
+# [B8] A bounded answer (the rewrite carries the input and the notes it uses): a model that
+# rambles, or pads its JSON with blank lines, is cut by its server instead of talking until
+# the deadline. A rewrite longer than this is cut, and a cut rewrite keeps the input [N4].
+ANSWER_MAX_TOKENS = 1024
 
 ENRICH_PROMPT = (
     "You help an assistant understand a person's message. You get the message and a few "
@@ -57,6 +59,7 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
             Message.user(f"Notes:\n{notes}\n\nMessage:\n{original}"),
         ),
         json_output=True,
+        max_output_tokens=ANSWER_MAX_TOKENS,
         material=Material(
             text=original,
             entries=tuple(
@@ -106,11 +109,8 @@ def enrichment_entry_ids(*, turn: Turn) -> list[str]:
 
 def _parse(content: str | None) -> tuple[str, list[str]] | None:
     """The model's `{"text", "entries"}`, or None when the answer is unusable."""
-    try:
-        data = json.loads(content or "")
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = first_json_object(content)
+    if data is None:
         return None
     text, used = data.get("text"), data.get("entries")
     if not isinstance(text, str) or not text.strip() or not isinstance(used, list):

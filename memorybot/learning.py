@@ -28,7 +28,15 @@ from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
 from memorybot.calls import CallOutcome, learning_step_deadline_s
 from memorybot.models import Confession, LearningRun, ModelCall, ModelCallEntry
-from memorybot.providers import EntryText, ItemText, Material, Message, ModelRequest, ModelResult
+from memorybot.providers import (
+    EntryText,
+    ItemText,
+    Material,
+    Message,
+    ModelRequest,
+    ModelResult,
+    first_json_object,
+)
 from memorybot.settings import duty_for, readers_of_chat
 from openbot.fields import readable
 
@@ -37,6 +45,8 @@ logger = logging.getLogger(__name__)
 STEP = "changes"
 MAX_CLAIMS = 5
 LEARNING_CONTEXT_SIZE = 300
+# [B8] A bounded answer: a model that rambles is cut by its server, not by the step's limit.
+ANSWER_MAX_TOKENS = 2048
 SOURCE_KINDS = {Item.Kind.PERSON, Item.Kind.TOOL_RESULT, Item.Kind.NOTICE}
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
 ITEM_ID = re.compile(r"i-([0-9]{1,9})")
@@ -341,6 +351,7 @@ def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
     return ModelRequest(
         messages=(Message.system(LEARN_PROMPT), Message.user(prompt)),
         json_output=True,
+        max_output_tokens=ANSWER_MAX_TOKENS,
         material=Material(
             items=tuple(
                 ItemText(chat=chat.id, item=item.public_id, kind=item.kind, text=item.text)
@@ -354,11 +365,8 @@ def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
 
 
 def _parse_changes(content: str | None) -> list[Any] | None:
-    try:
-        data = json.loads(content or "")
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("changes"), list):
+    data = first_json_object(content)
+    if data is None or not isinstance(data.get("changes"), list):
         return None
     changes: list[Any] = data["changes"]
     return changes

@@ -53,13 +53,15 @@ class ProviderError(Exception):
     """A model call failed. `kind` says how, in words that never hold content.
 
     Kinds: `timeout`, `connection`, `http_status` (with `http_status` set), `bad_output`,
-    `bad_config`.
+    `bad_config`. `usage` is what the server confirmed for an answer that proved unusable:
+    it was spent all the same [B3].
     """
 
     def __init__(self, kind: str, message: str, *, http_status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.http_status = http_status
+        self.usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -351,7 +353,7 @@ class OpenAIProvider:
             raise ProviderError("timeout", "the model server did not answer in time") from None
         except (openai.OpenAIError, httpx.HTTPError, OSError):
             raise ProviderError("connection", "the model call failed") from None
-        return parse_completion(body)
+        return parse_completion(body, offered=[tool.name for tool in request.tools])
 
     def _payload(self, request: ModelRequest) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -523,12 +525,24 @@ def _reported_cost_micros(value: Any) -> int | None:
 
 
 def parse_usage(data: Any) -> Usage | None:
-    """Usage as the server confirmed it; None when it confirmed nothing usable."""
+    """Usage as the server confirmed it; None when it confirmed nothing usable.
+
+    Some servers leave out one of the two counts but send `total_tokens`; the missing count
+    is then what the server confirmed, total minus the other. A total smaller than the count
+    it should contain confirms nothing."""
     if not isinstance(data, dict):
         return None
+    input_tokens = _count(data.get("prompt_tokens"))
+    output_tokens = _count(data.get("completion_tokens"))
+    total = _count(data.get("total_tokens"))
+    if total is not None:
+        if input_tokens is None and output_tokens is not None and total >= output_tokens:
+            input_tokens = total - output_tokens
+        elif output_tokens is None and input_tokens is not None and total >= input_tokens:
+            output_tokens = total - input_tokens
     usage = Usage(
-        input_tokens=_count(data.get("prompt_tokens")),
-        output_tokens=_count(data.get("completion_tokens")),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         cost_micros=_reported_cost_micros(data.get("cost")),
     )
     if usage == Usage():
@@ -536,14 +550,59 @@ def parse_usage(data: Any) -> Usage | None:
     return usage
 
 
-def parse_completion(body: bytes | str) -> ModelResult:
-    """Read a chat-completions response body; anything malformed is `bad_output`."""
+_JSON = json.JSONDecoder()
+_JSON_STARTS = 64
+
+
+def first_json_object(text: str | None) -> dict[str, Any] | None:
+    """The first complete JSON object in a model's text answer, or None.
+
+    Real servers and small models wrap the object the duty asked for: in prose ("Here is the
+    JSON: {...}"), in a Markdown code fence, or followed by more text or blank lines until
+    `max_tokens` cut the answer off. Each `{` is tried in turn until one starts an object
+    that decodes whole. An object cut off mid-way never decodes, though one nested in it may:
+    what the object holds is always the caller's to check."""
+    if not text:
+        return None
+    start = text.find("{")
+    # A bound on the attempts, so an answer full of braces costs no quadratic scan.
+    for _attempt in range(_JSON_STARTS):
+        if start == -1:
+            return None
+        try:
+            value, _end = _JSON.raw_decode(text, start)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def parse_completion(body: bytes | str, *, offered: Sequence[str] = ()) -> ModelResult:
+    """Read a chat-completions response body; anything malformed is `bad_output`.
+
+    What real servers add is tolerated [B8]: extra fields (llama.cpp sends the legacy
+    `function_call` beside `tool_calls`; it is ignored), a tool call without an id (it gets
+    one), and a name that is an `offered` tool's in the model's own spelling ("confide:",
+    "functions.confide"). A call whose arguments the server cut off at `max_tokens`
+    (`finish_reason: "length"`) is dropped; an answer left with neither text nor a call is
+    `bad_output`."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise _bad_output("not JSON") from None
     if not isinstance(data, dict):
         raise _bad_output("not a JSON object")
+    usage = parse_usage(data.get("usage"))
+    try:
+        return _completion(data, usage, offered)
+    except ProviderError as exc:
+        exc.usage = usage
+        raise
+
+
+def _completion(data: dict[str, Any], usage: Usage | None, offered: Sequence[str]) -> ModelResult:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _bad_output("no choices")
@@ -553,40 +612,59 @@ def parse_completion(body: bytes | str) -> ModelResult:
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise _bad_output("content is not text")
-    tool_calls = []
+    finish_reason = choices[0].get("finish_reason")
+    cut = finish_reason == "length"
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise _bad_output("tool_calls is not a list")
-    for raw_call in raw_calls:
-        function = raw_call.get("function") if isinstance(raw_call, dict) else None
-        if not isinstance(function, dict):
-            raise _bad_output("a tool call has no function")
-        call_id, name, arguments = (
-            raw_call.get("id"),
-            function.get("name"),
-            function.get("arguments"),
-        )
-        if not isinstance(call_id, str) or not isinstance(name, str) or not name:
-            raise _bad_output("a tool call has no id or name")
-        if arguments in (None, ""):
-            parsed: Any = {}
-        elif isinstance(arguments, str):
-            try:
-                parsed = json.loads(arguments)
-            except ValueError:
-                raise _bad_output("tool call arguments are not JSON") from None
-        else:
-            parsed = arguments
-        if not isinstance(parsed, dict):
+    tool_calls = []
+    for index, raw_call in enumerate(raw_calls):
+        call = _tool_call(raw_call, index, offered)
+        if call is None and not cut:
             raise _bad_output("tool call arguments are not a JSON object")
-        tool_calls.append(ToolCall(id=call_id, name=name, arguments=parsed))
-    finish_reason = choices[0].get("finish_reason")
+        if call is not None:
+            tool_calls.append(call)
+    if raw_calls and not tool_calls and not (content or "").strip():
+        raise _bad_output("the answer was cut off inside its tool calls")
     return ModelResult(
         content=content,
         tool_calls=tuple(tool_calls),
-        usage=parse_usage(data.get("usage")),
+        usage=usage,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
     )
+
+
+def _tool_call(raw_call: Any, index: int, offered: Sequence[str]) -> ToolCall | None:
+    """One tool call; None when its arguments are not a JSON object (say, cut off)."""
+    function = raw_call.get("function") if isinstance(raw_call, dict) else None
+    if not isinstance(function, dict):
+        raise _bad_output("a tool call has no function")
+    call_id, name, arguments = raw_call.get("id"), function.get("name"), function.get("arguments")
+    if not isinstance(name, str) or not name.strip():
+        raise _bad_output("a tool call has no name")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = f"call_{index}"
+    if arguments in (None, ""):
+        parsed: Any = {}
+    elif isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return None
+    else:
+        parsed = arguments
+    if not isinstance(parsed, dict):
+        return None
+    return ToolCall(id=call_id, name=_tool_name(name, offered), arguments=parsed)
+
+
+def _tool_name(name: str, offered: Sequence[str]) -> str:
+    """An offered tool's name for `name` in a model's own spelling, else `name` unchanged
+    (the caller answers that no such tool exists)."""
+    if name in offered:
+        return name
+    tidied = name.strip().strip("`'\"").removeprefix("functions.").rstrip(":").strip()
+    return tidied if tidied in offered else name
 
 
 # --- The offline extractive baseline --------------------------------------------------------

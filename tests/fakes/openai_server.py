@@ -34,7 +34,8 @@ class FakeReply:
     provider-reported `usage.cost` in USD. `tool_calls`: `(name, arguments)` pairs. `raw`
     replaces the whole body (e.g. garbage). `delay` waits before answering. `trickle` sends the
     answer one byte per that many seconds (a server that answers slowly but never stalls);
-    `hang_up` closes the connection without answering.
+    `hang_up` closes the connection without answering; `cut_after` sends the status line,
+    the headers (announcing the whole body) and that many bytes of the body, then closes.
     """
 
     content: str | None = "ok"
@@ -46,6 +47,7 @@ class FakeReply:
     raw: str | None = None
     trickle: float = 0.0
     hang_up: bool = False
+    cut_after: int | None = None
 
     def body(self, model: str) -> str:
         if self.raw is not None:
@@ -178,17 +180,20 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 if scripted.trickle:
                     self._trickle(received, scripted, model)
                 else:
-                    self._send(scripted.status, scripted.body(model))
+                    self._send(scripted.status, scripted.body(model), scripted.cut_after)
             finally:
                 fake._done()
 
-        def _send(self, status: int, text: str) -> None:
+        def _send(self, status: int, text: str, cut_after: int | None = None) -> None:
             payload = text.encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
+                if cut_after is not None:
+                    self.close_connection = True
+                    payload = payload[:cut_after]
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (its timeout): nothing to answer
