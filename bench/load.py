@@ -16,14 +16,17 @@ The bench starts and stops the servers itself, as subprocesses, with a temporary
   PostgreSQL (`--database-url`, the bench's own database: dropped and created at every start)
   and Redis or RabbitMQ (`--broker-url`, a broker of the bench's own: its queues are flushed).
 
-Organization, people, bot and tokens are written through the services, as `manage.py
-bootstrap` does. Afterwards it prints requests/s, p50/p95 per route, the 5xx count,
+The clients share one bot (one memory pool, so one pool lock [L1]: the hardest case) unless
+`--bots` spreads them over several. Organization, people, bots and tokens are written through
+the services, as `manage.py bootstrap` does. The server's log is kept in
+`<tmp>/openbot-load-<setup>.log`. Afterwards it prints requests/s, p50/p95 per route, the 5xx count,
 acknowledged writes lost (a Remember answered 201 that the client's `GET memory` no longer
 shows, unless the client itself forgot the entry or its Forget got no answer), and the
 learning runs not ended `--settle` (60) seconds after the load stopped. Exit 1 when any of
 those three is not 0.
 
-Run `python -m bench.load [--setup embedded|production] [--clients 16] [--seconds 120]`.
+Run `python -m bench.load [--setup embedded|production] [--clients 16] [--seconds 120]
+[--bots 1]`.
 """
 
 import argparse
@@ -102,12 +105,12 @@ class Tally:
 class Client:
     person_id: str
     token: str
+    bot_id: str  # the bot whose memory it uses
 
 
 @dataclass(frozen=True)
 class Scene:
     organization_id: str
-    bot_id: str
     clients: list[Client]
 
 
@@ -215,7 +218,7 @@ def load(scene: Scene, base_url: str, seconds: float) -> tuple[list[Tally], floa
     """Every client's loop in a thread for `seconds` once all are warm; the tallies and how
     long the load took (until the last request in flight answered)."""
     sessions = [
-        Session(http_client(base_url, client.token), scene.bot_id, random.Random(number))
+        Session(http_client(base_url, client.token), client.bot_id, random.Random(number))
         for number, client in enumerate(scene.clients)
     ]
     window: list[float] = []  # when the timed load starts, set once every client is warm
@@ -250,7 +253,7 @@ def lost_writes(scene: Scene, base_url: str, tallies: list[Tally]) -> tuple[int,
     kept = lost = shown = 0
     for client, tally in zip(scene.clients, tallies, strict=True):
         with http_client(base_url, client.token) as http:
-            response = http.get(f"/v1/bots/{scene.bot_id}/memory")
+            response = http.get(f"/v1/bots/{client.bot_id}/memory")
         response.raise_for_status()
         entries = response.json()["entries"]
         active = {entry["id"] for entry in entries if entry["status"] == "active"}
@@ -284,23 +287,28 @@ def learning_settle(scene: Scene, settle: float) -> tuple[Counter[str], float | 
     return statuses, ended_after
 
 
-def provision(clients: int) -> Scene:
-    """An organization learning with the offline model, its bot, and `clients` people with a
-    token each and `write` on the bot (a purge needs it; `write` implies `read`)."""
+def provision(clients: int, bots: int) -> Scene:
+    """An organization learning with the offline model, `bots` bots, and `clients` people, a
+    token each, spread over the bots in turn, each with `write` on its bot (a purge needs it;
+    `write` implies `read`)."""
     from openbot import services
 
     organization = services.organization_create(name="load bench")
     services.organization_settings_update(
         organization=organization, bot_memory=True, bot_memory_model=OFFLINE_MODEL
     )
-    bot = services.bot_create(organization=organization, name="load bench bot", model=OFFLINE_MODEL)
+    pools = [
+        services.bot_create(organization=organization, name=f"bot {number}", model=OFFLINE_MODEL)
+        for number in range(bots)
+    ]
     people = []
     for number in range(clients):
+        bot = pools[number % bots]
         person = services.person_create(organization=organization, name=f"client {number}")
         services.grant_set(bot=bot, level="write", person=person)
         token = services.token_create(person=person, organization=organization)
-        people.append(Client(person_id=person.id, token=token))
-    return Scene(organization_id=organization.id, bot_id=bot.id, clients=people)
+        people.append(Client(person_id=person.id, token=token, bot_id=bot.id))
+    return Scene(organization_id=organization.id, clients=people)
 
 
 def free_port() -> int:
@@ -351,15 +359,18 @@ def served(args: argparse.Namespace, directory: Path, port: int) -> Served:
         "SECURE_SSL_REDIRECT": "false",
         "PORT": str(port),
         "WEB": str(args.web),
+        "WEB_THREADS": str(args.web_threads),
         "WORKERS": str(args.workers),
+        "WORKER_THREADS": str(args.worker_threads),
         "PY": sys.executable,
     }
     return Served(
         env=env,
         command=[str(ROOT / "scripts" / "serve_prod.sh")],
-        description=f"production: scripts/serve_prod.sh — gunicorn {args.web} workers × 4 "
-        f"threads, rundramatiq {args.workers} processes × 4 threads, settings.production, "
-        f"PostgreSQL, {args.broker_url.split('://')[0]} broker",
+        description=f"production: scripts/serve_prod.sh — gunicorn {args.web} workers × "
+        f"{args.web_threads} threads, rundramatiq {args.workers} processes × "
+        f"{args.worker_threads} threads, settings.production, PostgreSQL, "
+        f"{args.broker_url.split('://')[0]} broker",
     )
 
 
@@ -403,12 +414,13 @@ def session_kill(session: int) -> None:
 def ready_wait(process: subprocess.Popen[bytes], base_url: str, scene: Scene, log: Path) -> None:
     """Until the server answers an authenticated read (or stop, with the log's end)."""
     deadline = time.monotonic() + READY_SECONDS
-    with http_client(base_url, scene.clients[0].token) as http:
+    first = scene.clients[0]
+    with http_client(base_url, first.token) as http:
         while True:
             if process.poll() is not None:
                 raise SystemExit(f"the server stopped:\n{log.read_text(errors='replace')[-3000:]}")
             try:
-                if http.get(f"/v1/bots/{scene.bot_id}/memory").status_code == 200:
+                if http.get(f"/v1/bots/{first.bot_id}/memory").status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -468,7 +480,9 @@ def run(args: argparse.Namespace) -> bool:
         django.setup()
         from django.core.management import call_command
 
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
+        # A line per request (httpx) or per broker channel (pika) otherwise.
+        for name in ("httpx", "pika"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
         call_command("migrate", verbosity=0)
         if args.setup == "production":
@@ -477,11 +491,16 @@ def run(args: argparse.Namespace) -> bool:
             import memorybot.tasks  # noqa: F401 — declares the learning queue on the broker
 
             dramatiq.get_broker().flush_all()
-        scene = provision(args.clients)
+        scene = provision(args.clients, args.bots)
         base_url = f"http://127.0.0.1:{port}"
-        log = directory / "server.log"
+        # Kept after the run (the rest of the directory goes), for a look at what went wrong.
+        log = Path(tempfile.gettempdir()) / f"openbot-load-{args.setup}.log"
+        log.unlink(missing_ok=True)
         print(f"[G3] load on {setup.description}")
-        print(f"{args.clients} clients for {args.seconds:.0f} s; {os.cpu_count()} CPUs")
+        print(
+            f"{args.clients} clients on {args.bots} bot(s) for {args.seconds:.0f} s; "
+            f"{os.cpu_count()} CPUs"
+        )
         with serving(setup, log) as process:
             ready_wait(process, base_url, scene, log)
             before = loadavg()
@@ -519,7 +538,7 @@ def run(args: argparse.Namespace) -> bool:
         f"{args.settle:.0f} s after the load stopped: {unended}"
         + (f" (all ended {ended_after:.1f} s after)" if ended_after is not None else "")
     )
-    print(f"server log: {logged} tracebacks")
+    print(f"server log: {logged} tracebacks ({log})")
     if first:
         print(first)
     met = server_errors == 0 and lost == 0 and unended == 0
@@ -535,12 +554,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--setup", choices=["embedded", "production"], default="embedded")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument(
+        "--bots", type=int, default=1, help="bots the clients share (one memory pool each)"
+    )
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument(
         "--settle", type=float, default=60.0, help="seconds learning may take after the load"
     )
     parser.add_argument("--web", type=int, default=2, help="gunicorn workers (production)")
+    parser.add_argument("--web-threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--workers", type=int, default=2, help="rundramatiq processes")
+    parser.add_argument(
+        "--worker-threads", type=int, default=4, help="threads per rundramatiq process"
+    )
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL, help="dropped first")
     parser.add_argument("--broker-url", default=DEFAULT_BROKER_URL, help="queues flushed first")
     args = parser.parse_args(argv)
