@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+WEB ?= 2
+WORKERS ?= 2
 
-.PHONY: install run test lint bench
+.PHONY: install run serve-prod test lint bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,10 @@ run: install
 	$(PY) manage.py bootstrap > .demo.json
 	@$(PY) -c "import json; d = json.load(open('.demo.json')); print(json.dumps(d)); print(); print('Try:'); print(f'curl -H \"Authorization: Bearer {d[\"token\"]}\" http://127.0.0.1:$(PORT)/v1/bots/{d[\"bot\"]}/memory')"
 	$(PY) manage.py runserver 127.0.0.1:$(PORT)
+
+# [G3] Production serving on this machine: gunicorn and rundramatiq on PostgreSQL + Redis.
+serve-prod: install
+	WEB=$(WEB) WORKERS=$(WORKERS) PORT=$(PORT) PY=$(PY) scripts/serve_prod.sh
 
 test: install
 	$(VENV)/bin/pytest

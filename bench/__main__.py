@@ -10,20 +10,25 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import dj_database_url
+
+if TYPE_CHECKING:
+    import psycopg
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/bench"
 
 
-def database_ensure(url: str) -> None:
-    """Create the PostgreSQL database `url` names if it does not exist yet."""
-    config = dj_database_url.parse(url)
-    if config["ENGINE"] != "django.db.backends.postgresql":
-        return
+@contextmanager
+def maintenance(url: str) -> Iterator[tuple["psycopg.Connection[Any]", str]]:
+    """An autocommit connection to the `postgres` database of the server `url` names, and the
+    name of the database `url` names."""
     import psycopg
-    from psycopg import sql
 
+    config = dj_database_url.parse(url)
     with psycopg.connect(
         dbname="postgres",
         host=config.get("HOST") or None,
@@ -32,10 +37,29 @@ def database_ensure(url: str) -> None:
         password=config.get("PASSWORD") or None,
         autocommit=True,
     ) as admin:
-        name = str(config["NAME"])
+        yield admin, str(config["NAME"])
+
+
+def database_ensure(url: str) -> None:
+    """Create the PostgreSQL database `url` names if it does not exist yet."""
+    if dj_database_url.parse(url)["ENGINE"] != "django.db.backends.postgresql":
+        return
+    from psycopg import sql
+
+    with maintenance(url) as (admin, name):
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if exists is None:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def database_recreate(url: str) -> None:
+    """Drop and create the PostgreSQL database `url` names, so a run starts from nothing."""
+    from psycopg import sql
+
+    with maintenance(url) as (admin, name):
+        identifier = sql.Identifier(name)
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(identifier))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(identifier))
 
 
 def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:

@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from settings.base import *  # noqa: F403
 from settings.base import DATABASES, OPENBOT_ENCRYPTION_KEYS, dramatiq_broker
-from settings.env import env_bool, env_list, env_required, env_str
+from settings.env import env_bool, env_float, env_list, env_required, env_str
 
 DEBUG = False
 SECRET_KEY = env_required("SECRET_KEY")
@@ -22,6 +22,10 @@ for _position, _key in enumerate(OPENBOT_ENCRYPTION_KEYS, start=1):
         ) from None
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database in production")
+# [G3] Each gunicorn and worker thread keeps its connection between requests (checked before
+# reuse) rather than opening one per request, which about doubled a small read's time under load.
+DATABASES["default"]["CONN_MAX_AGE"] = round(env_float("DATABASE_CONN_MAX_AGE", 60))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or ["localhost"]
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 

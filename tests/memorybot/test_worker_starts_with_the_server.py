@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from bench.load import free_port, session_start
 from tests.fakes.openai_server import FakeOpenAI, FakeReply
 from tests.memorybot.conftest import PRICE
 
@@ -128,13 +128,6 @@ def test_commands_that_do_not_serve_start_no_worker(site: Site) -> None:
     assert left[:3] == ("waiting", "", 0)
 
 
-def free_port() -> int:
-    with closing(socket.socket()) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def command(server: str, port: int) -> list[str]:
     address = f"127.0.0.1:{port}"
     if server == "gunicorn":
@@ -149,15 +142,7 @@ def command(server: str, port: int) -> list[str]:
 @contextmanager
 def serving(server: str, site: Site) -> Iterator[subprocess.Popen[bytes]]:
     """The server, in a session of its own so that stopping it reaches every process."""
-    with site.log.open("ab") as out:
-        process = subprocess.Popen(
-            command(server, free_port()),
-            cwd=ROOT,
-            env=site.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = session_start(command(server, free_port()), site.env, site.log)
     try:
         yield process
     finally:

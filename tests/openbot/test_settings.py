@@ -79,6 +79,7 @@ def test_production_starts_with_its_environment() -> None:
         ({"OPENBOT_BROKER_URL": None}, "OPENBOT_BROKER_URL"),
         ({"OPENBOT_BROKER_URL": "http://127.0.0.1:6379"}, "OPENBOT_BROKER_URL"),
         ({"SECURE_SSL_REDIRECT": "maybe"}, "SECURE_SSL_REDIRECT"),
+        ({"DATABASE_CONN_MAX_AGE": "soon"}, "DATABASE_CONN_MAX_AGE"),
     ],
 )
 def test_production_refuses_to_start_without_its_secrets(
@@ -90,6 +91,19 @@ def test_production_refuses_to_start_without_its_secrets(
     assert "ImproperlyConfigured" in done.stderr, done.stderr
     assert named in done.stderr.strip().splitlines()[-1], done.stderr
     assert "not-a-fernet-key" not in done.stderr.strip().splitlines()[-1]
+
+
+def test_production_keeps_database_connections() -> None:
+    """[G3] A gunicorn or worker thread reuses its connection, checked before each request,
+    rather than opening one per request; DATABASE_CONN_MAX_AGE (seconds) tunes it."""
+    show = (
+        "import django; django.setup(); from django.conf import settings; "
+        "config = settings.DATABASES['default']; "
+        "print(config['CONN_MAX_AGE'], config['CONN_HEALTH_CHECKS'])"
+    )
+    assert python(production_env(), "-c", show).stdout.split() == ["60", "True"]
+    closing = python(production_env(DATABASE_CONN_MAX_AGE="0"), "-c", show)
+    assert closing.stdout.split() == ["0", "True"], closing.stderr
 
 
 def test_production_passes_check_deploy() -> None:
