@@ -1,4 +1,5 @@
-"""`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures.
+"""`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures
+(`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn).
 
 DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
 is created if missing); DJANGO_SETTINGS_MODULE defaults to `settings.dev`. A run deletes the
@@ -97,17 +98,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--sizes", default="10000,100000", help="pool sizes, comma-separated")
     parser.add_argument(
-        "--runs", type=int, default=200, help="timed calls per figure (half for GET memory)"
+        "--runs",
+        type=int,
+        default=None,
+        help="timed calls per figure (default 200, half for GET memory; 30 with --lock)",
     )
     parser.add_argument("--reuse", action="store_true", help="reuse pools of an earlier run")
     parser.add_argument(
         "--turn", action="store_true", help="measure the [Q2] turn overhead instead (bench.turn)"
     )
+    parser.add_argument(
+        "--lock",
+        action="store_true",
+        help="measure the [L2] lock holds and reader waits instead (bench.lock)",
+    )
     args = parser.parse_args(argv)
     if args.turn:
         from bench import turn
 
-        return turn.main(["--runs", str(args.runs)])
+        return turn.main(["--runs", str(args.runs or 200)])
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings.dev")
     os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
@@ -122,16 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     from django.test.utils import override_settings
 
     call_command("migrate", verbosity=0)
+    runs = args.runs or (30 if args.lock else 200)
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(
         f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
-        f"{os.cpu_count()} CPUs, load average {load}; timed calls per figure: {args.runs}"
+        f"{os.cpu_count()} CPUs, load average {load}; timed calls per figure: {runs}"
     )
     # Production runs without DEBUG; with it every query would also be logged and timed.
     with override_settings(DEBUG=False):
-        met = run(
-            sizes=[int(size) for size in args.sizes.split(",")], runs=args.runs, reuse=args.reuse
-        )
+        if args.lock:
+            from bench import lock
+
+            met = lock.run(size=int(args.sizes.split(",")[-1]), runs=runs, reuse=args.reuse)
+        else:
+            met = run(
+                sizes=[int(size) for size in args.sizes.split(",")], runs=runs, reuse=args.reuse
+            )
     return 0 if met else 1
 
 

@@ -166,13 +166,11 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
 class ImportLimits:
     """[L2] What one committed batch of an import may hold: entries, and closure rows."""
 
-    entries: int = 200
-    closure_rows: int = 10_000
+    entries: int = 100
+    closure_rows: int = 5_000
 
 
-def import_batches(
-    *, pool_id: str, sources: dict[str, list[str]], limits: ImportLimits
-) -> list[list[str]]:
+def import_batches(*, sources: dict[str, list[str]], limits: ImportLimits) -> list[list[str]]:
     """[L2] The batches an import commits in, in order: every entry after the imported entries
     it names, each cycle within one batch, within `limits` (a cycle larger than them alone).
 
@@ -182,7 +180,7 @@ def import_batches(
     """
     outside = {source for named in sources.values() for source in named} - set(sources)
     known = dict(
-        Closure.objects.filter(entry__pool_id=pool_id, entry_id__in=outside)
+        Closure.objects.filter(entry_id__in=outside)
         .values("entry_id")
         .annotate(rows=Count("id"))
         .values_list("entry_id", "rows")

@@ -335,7 +335,6 @@ def entries_import(
     if len(by_id) != len(entries):
         raise ApplicationError("imported entries must have distinct ids")
     batches = graph.import_batches(
-        pool_id=pool_id,
         sources={item.id: item.source_entries for item in entries},
         limits=limits or graph.ImportLimits(),
     )
