@@ -33,7 +33,6 @@ from bench import pool as bench_pool
 from memory import lock
 from memory.access import Reader, audience_allowed, visible_ids
 from memory.models import Change, Entry, Pool
-from memory.selectors import entry_bodies
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
@@ -46,6 +45,7 @@ from memory.services import (
     pool_purge,
 )
 from openbot import ids
+from openbot.fields import readable_values
 from openbot.models import Bot
 
 DEPENDENTS = 1_000
@@ -107,7 +107,7 @@ def read_loop(waits: Waits, bot: Bot, person_id: str, organization_id: str, entr
                 shown = visible_ids(
                     pool_id=bot.id, reader=reader, ids=[entry_id], active_only=False
                 )
-                entry_bodies(list(shown))
+                readable_values(Entry.objects.filter(id__in=shown), "id", "content")
             waits.waits.append((granted - started) * 1000)
             time.sleep(0.005)
     except BaseException as error:  # reported by the benchmark, not lost in the thread
