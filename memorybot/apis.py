@@ -3,18 +3,22 @@ of what it purges [P4]; URL, body and answers are those of the memory routes."""
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from memorybot.purge import memory_purge
-from openbot.access import bot_for_memory_admin
-from openbot.auth import caller_of
+from openbot.permissions import CanWriteBot
 from openbot.schema import ERRORS
 from openbot.serializers import StrictCharField, StrictSerializer
+from openbot.viewsets import ScopedViewSet
 
 
-class MemoryPurgeApi(APIView):
+class MemoryPurgeViewSet(ScopedViewSet):
+    """[A4] Purge by tag: write on a bot that is not linked."""
+
+    permission_classes = [IsAuthenticated, CanWriteBot]
+
     class InputSerializer(StrictSerializer):
         tag = StrictCharField(max_length=200)
 
@@ -25,10 +29,9 @@ class MemoryPurgeApi(APIView):
             **ERRORS,
         },
     )
-    def post(self, request: Request, bot_id: str) -> Response:
-        bot = bot_for_memory_admin(caller=caller_of(request), bot_id=bot_id)
+    def create(self, request: Request, bot_id: str) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return Response(
-            {"removed": memory_purge(pool_id=bot.id, tag=serializer.validated_data["tag"])}
+            {"removed": memory_purge(pool_id=self.bot.id, tag=serializer.validated_data["tag"])}
         )

@@ -19,7 +19,7 @@ class AutoSchema(SpectacularAutoSchema):
         owner, _, name = type(serializer).__qualname__.rpartition(".")
         if not owner:
             return name
-        view = owner.rpartition(".")[2].removesuffix("Api")
+        view = owner.rpartition(".")[2].removesuffix("Api").removesuffix("ViewSet")
         return f"{view}{name.removesuffix('Serializer')}"
 
 

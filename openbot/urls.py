@@ -19,6 +19,7 @@ urlpatterns = [
     ),
     path("v1/organizations/<str:org_id>/settings", OrganizationSettingsApi.as_view()),
     path("v1/", include("chats.urls")),
-    path("v1/", include("memory.urls")),
+    # Before the memory routes: `memory/purge` would otherwise be read as an entry id [A11].
     path("v1/", include("memorybot.urls")),
+    path("v1/", include("memory.urls")),
 ]
