@@ -6,7 +6,7 @@ the semantics are theirs: another organization's object, or one without a grant,
 the view (`ScopedViewSet`). Declare them after `IsAuthenticated`: no token is a 401 first.
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -14,10 +14,13 @@ from rest_framework.request import Request
 from openbot.access import bot_for_memory_admin, bot_for_reader, organization_for_admin
 from openbot.viewsets import ScopedViewSet
 
+Scoped = TypeVar("Scoped", bound=ScopedViewSet)
 
-def scoped(view: Any) -> ScopedViewSet:
-    if not isinstance(view, ScopedViewSet):
-        raise TypeError(f"{type(view).__name__} must be a ScopedViewSet")
+
+def scoped(view: Any, kind: type[Scoped]) -> Scoped:
+    """`view` as the kind of ViewSet a permission class leaves its lookups on."""
+    if not isinstance(view, kind):
+        raise TypeError(f"{type(view).__name__} must be a {kind.__name__}")
     return view
 
 
@@ -25,7 +28,7 @@ class CanReadBot(BasePermission):
     """Read on the route's bot [H3]; an unseen bot is a 404."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        view = scoped(view)
+        view = scoped(view, ScopedViewSet)
         view.bot = bot_for_reader(caller=view.caller, bot_id=view.route_bot_id())
         return True
 
@@ -34,7 +37,7 @@ class CanWriteBot(BasePermission):
     """Write on the route's bot, which is not linked [A4, A5, H4]; read only is a 403."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        view = scoped(view)
+        view = scoped(view, ScopedViewSet)
         view.bot = bot_for_memory_admin(caller=view.caller, bot_id=view.route_bot_id())
         return True
 
@@ -43,7 +46,7 @@ class IsOrganizationAdmin(BasePermission):
     """An admin of the route's organization, the caller's own [A7]; another one is a 404."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        view = scoped(view)
+        view = scoped(view, ScopedViewSet)
         view.organization = organization_for_admin(
             caller=view.caller, organization_id=str(view.kwargs["org_id"])
         )

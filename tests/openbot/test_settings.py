@@ -123,11 +123,21 @@ def v1_routes() -> dict[str, set[str]]:
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, route)
             elif isinstance(pattern, URLPattern) and route.startswith("v1/"):
-                view = getattr(pattern.callback, "view_class", None)
-                if view is None or not issubclass(view, APIView) or route == "v1/schema":
+                if route == "v1/schema":
                     continue
-                path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
-                methods = {m for m in view.http_method_names if m != "options" and hasattr(view, m)}
+                # [A9] ViewSets on routers: regex routes, methods mapped to actions.
+                actions = getattr(pattern.callback, "actions", None)
+                view = getattr(pattern.callback, "view_class", None)
+                if actions is not None:
+                    methods = set(actions) - {"head"}  # added per request, as for View
+                elif view is not None and issubclass(view, APIView):
+                    methods = {
+                        m for m in view.http_method_names if m != "options" and hasattr(view, m)
+                    }
+                else:
+                    continue
+                route = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", route.replace("^", ""))
+                path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route.rstrip("$"))
                 found[path] = methods
 
     walk(get_resolver().url_patterns, "")
