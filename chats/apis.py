@@ -19,7 +19,7 @@ from memorybot.selectors import learning_run_of_turn, learning_runs_of_chat
 from openbot.clock import to_ms
 from openbot.fields import readable
 from openbot.permissions import CanReadBot
-from openbot.schema import ERRORS
+from openbot.schema import errors
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 
 
@@ -50,7 +50,7 @@ class ItemOutput(serializers.Serializer):
 
 def inline_list(name: str, key: str, child: type[serializers.Serializer]) -> dict[int, Any]:
     """The responses of a read that lists `child`s under `key`."""
-    return {200: inline_serializer(name=name, fields={key: child(many=True)}), **ERRORS}
+    return {200: inline_serializer(name=name, fields={key: child(many=True)}), **errors(401, 404)}
 
 
 class TurnOutput(serializers.Serializer):
@@ -166,8 +166,9 @@ class ChatViewSet(ChatScopedViewSet):
         declared = self.permissions.get(self.action or "", [IsAuthenticated])
         return [permission() for permission in declared]
 
-    @extend_schema(request=ChatCreateInput, responses={201: ChatOutput, **ERRORS})
+    @extend_schema(request=ChatCreateInput, responses={201: ChatOutput, **errors(400, 401, 404)})
     def create(self, request: Request) -> Response:
+        """[C1, C4] Open a chat with a bot you may read, in a channel you are in if given."""
         serializer = ChatCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -179,24 +180,30 @@ class ChatViewSet(ChatScopedViewSet):
         )
         return Response(ChatOutput(chat).data, status=201)
 
-    @extend_schema(responses={200: ChatOutput, **ERRORS})
+    @extend_schema(responses={200: ChatOutput, **errors(401, 404)})
     def retrieve(self, request: Request, chat_id: str) -> Response:
+        """[C4] A chat you take part in."""
         return Response(ChatOutput(self.chat).data)
 
-    @extend_schema(responses={200: ItemsOutput, **ERRORS})
+    @extend_schema(responses={200: ItemsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def items(self, request: Request, chat_id: str) -> Response:
+        """[C4] The chat's items in order."""
         return Response(ItemsOutput({"items": chat_items(chat=self.chat)}).data)
 
-    @extend_schema(responses={204: OpenApiResponse(description="History deleted"), **ERRORS})
+    @extend_schema(
+        responses={204: OpenApiResponse(description="History deleted"), **errors(401, 403, 404)}
+    )
     @items.mapping.delete
     def items_delete(self, request: Request, chat_id: str) -> Response:
+        """[C4, P3] The owner deletes the chat's history; what was learned from it stays."""
         chat_history_forget(chat=self.chat)
         return Response(status=204)
 
-    @extend_schema(request=TurnInput, responses={201: TurnResult, **ERRORS})
+    @extend_schema(request=TurnInput, responses={201: TurnResult, **errors(400, 401, 404)})
     @action(detail=True, methods=["post"])
     def turns(self, request: Request, chat_id: str) -> Response:
+        """[C3, C4, C6] Take a turn: your words, the bot's answer; it always ends."""
         serializer = TurnInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         outcome = turn_run(

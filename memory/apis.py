@@ -4,7 +4,14 @@ purge route [A4] lives in `memorybot.apis`: it also removes the memory bot's cop
 from typing import Any
 
 from django.core import signing
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAuthenticated
@@ -21,6 +28,8 @@ from memory.selectors import (
     pool_settings,
 )
 from memory.services import (
+    MAX_CONTENT,
+    TOPIC,
     check_topics,
     entry_forget,
     entry_remember,
@@ -30,7 +39,7 @@ from openbot.access import Caller
 from openbot.errors import NotFound, invalid
 from openbot.models import Bot
 from openbot.permissions import CanReadBot, CanWriteBot
-from openbot.schema import ERRORS
+from openbot.schema import errors
 from openbot.serializers import StrictCharField, StrictSerializer
 from openbot.viewsets import ScopedViewSet
 
@@ -58,6 +67,37 @@ ENTRY = inline_serializer(
         "invalidatedAt": serializers.IntegerField(required=False),
         "confidence": serializers.FloatField(required=False),
     },
+)
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": TOPIC.pattern, "maxLength": 64, "description": "A topic [E3]"}
+)
+class TopicField(StrictCharField):
+    """[E3] A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
+
+
+class RememberCommand(StrictSerializer):
+    """[A2] Add a pinned entry only you see."""
+
+    _tag = serializers.ChoiceField(["Remember"], label="_tag")
+    content = StrictCharField(max_length=MAX_CONTENT)
+    tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
+
+
+class ForgetCommand(StrictSerializer):
+    """[A2, P1] Take back your part of an entry."""
+
+    _tag = serializers.ChoiceField(["Forget"], label="_tag")
+    id = StrictCharField(max_length=40)
+
+
+COMMANDS: dict[str, type[StrictSerializer]] = {"Remember": RememberCommand, "Forget": ForgetCommand}
+# [A13] A tagged union: `_tag` says which command the object is.
+COMMAND = PolymorphicProxySerializer(
+    component_name="MemoryCommand",
+    serializers=dict(COMMANDS.items()),
+    resource_type_field_name="_tag",
 )
 
 
@@ -134,7 +174,9 @@ class MemoryBotInput(StrictSerializer):
 
 
 LIMIT = OpenApiParameter(
-    "limit", int, description="[A10] At most this many (1..1000); without it, all come back"
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+    description="[A10] A page of at most this many; without it, all come back",
 )
 CURSOR = OpenApiParameter("cursor", str, description="[A10] `nextCursor` of the previous page")
 
@@ -145,20 +187,19 @@ class MemoryViewSet(ScopedViewSet):
     permission_classes = [IsAuthenticated, CanReadBot]
     lookup_url_kwarg = "entry_id"
 
-    class CommandSerializer(StrictSerializer):
-        _tag = serializers.ChoiceField(["Remember", "Forget"])
-        content = StrictCharField(required=False, max_length=10_000)
-        tags = serializers.ListField(
-            child=StrictCharField(max_length=64), required=False, max_length=32
-        )
-        id = StrictCharField(required=False, max_length=40)
-
     class InputSerializer(StrictSerializer):
         command = serializers.DictField()
 
+    class BodySerializer(StrictSerializer):
+        """What `InputSerializer` and the commands accept, as the schema shows it [A13]."""
+
+        command = COMMAND
+
     @extend_schema(
         parameters=[
-            OpenApiParameter("tags", str, description="Comma-separated; all must match"),
+            OpenApiParameter(
+                "tags", str, description="Comma-separated; entries with all of them (at most 32)"
+            ),
             LIMIT,
             CURSOR,
         ],
@@ -171,10 +212,12 @@ class MemoryViewSet(ScopedViewSet):
                     "nextCursor": serializers.CharField(required=False, allow_null=True),
                 },
             ),
-            **ERRORS,
+            **errors(400, 401, 404),
         },
     )
     def list(self, request: Request, bot_id: str) -> Response:
+        """[A1, A10, V6] Entries for you in your organization, the history included, in memory
+        order [E6]; `tags` keeps entries with all of them. Page with `limit` and `cursor`."""
         raw_tags = request.query_params.get("tags", "")
         tags = [tag.strip() for tag in raw_tags.split(",") if tag.strip()]
         if len(tags) > 32 or any(len(tag) > 200 for tag in tags):
@@ -190,7 +233,7 @@ class MemoryViewSet(ScopedViewSet):
         )
         return page({"entries": entries, "version": version}, self, "entries", limit, last)
 
-    @extend_schema(responses={200: ENTRY, **ERRORS})
+    @extend_schema(responses={200: ENTRY, **errors(401, 404)})
     def retrieve(self, request: Request, bot_id: str, entry_id: str) -> Response:
         """[A11] One entry; unknown and invisible are the same 404: existence is not revealed."""
         entry = entry_for_reader(
@@ -201,41 +244,31 @@ class MemoryViewSet(ScopedViewSet):
         return Response(entry)
 
     @extend_schema(
-        request=inline_serializer(
-            name="MemoryCommand",
-            fields={
-                "command": inline_serializer(
-                    name="MemoryCommandBody",
-                    fields={
-                        "_tag": serializers.ChoiceField(["Remember", "Forget"]),
-                        "content": serializers.CharField(required=False),
-                        "tags": serializers.ListField(
-                            child=serializers.CharField(), required=False
-                        ),
-                        "id": serializers.CharField(required=False),
-                    },
-                )
-            },
-        ),
+        request=BodySerializer,
         responses={
-            201: ENTRY,
-            200: inline_serializer(name="Forgotten", fields={"ok": serializers.BooleanField()}),
-            **ERRORS,
+            201: OpenApiResponse(ENTRY, description="Remember: the new pinned entry"),
+            200: OpenApiResponse(
+                inline_serializer(name="Forgotten", fields={"ok": serializers.BooleanField()}),
+                description="Forget: your part is taken back",
+            ),
+            **errors(400, 401, 404, 409),
         },
     )
     def create(self, request: Request, bot_id: str) -> Response:
+        """[A2, P1] `Remember` adds a pinned entry only you see (201); `Forget` takes back your
+        part of an entry (200), or 409 if it is not for you."""
         caller, bot = self.caller, self.bot
         outer = self.InputSerializer(data=request.data)
         outer.is_valid(raise_exception=True)
-        command_input = self.CommandSerializer(data=outer.validated_data["command"])
+        raw = outer.validated_data["command"]
+        kind = COMMANDS.get(raw["_tag"]) if isinstance(raw.get("_tag"), str) else None
+        if kind is None:
+            raise invalid("command._tag", 'must be "Remember" or "Forget"')
+        command_input = kind(data=raw)
         if not command_input.is_valid():
             raise serializers.ValidationError({"command": command_input.errors})
         command: dict[str, Any] = command_input.validated_data
-        if command["_tag"] == "Remember":
-            if "content" not in command:
-                raise invalid("command.content", "this field is required for Remember")
-            if "id" in command:
-                raise invalid("command.id", "Remember takes content and optional tags, no id")
+        if kind is RememberCommand:
             entry = entry_remember(
                 pool_id=bot.pool_bot_id,
                 person_id=caller.person.id,
@@ -244,17 +277,16 @@ class MemoryViewSet(ScopedViewSet):
                 topics=check_topics(command.get("tags", []), "command.tags"),
             )
             return Response(entry_body(entry), status=201)
-        if "id" not in command:
-            raise invalid("command.id", "this field is required for Forget")
-        for extra in ("content", "tags"):
-            if extra in command:
-                raise invalid(f"command.{extra}", "Forget takes an id only")
         entry_forget(pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), entry_id=command["id"])
         return Response({"ok": True})
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("since", int, description="Only changes after this version"),
+            OpenApiParameter(
+                "since",
+                {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
+                description="Only changes after this version (default 0)",
+            ),
             LIMIT,
             CURSOR,
         ],
@@ -267,7 +299,7 @@ class MemoryViewSet(ScopedViewSet):
                     "nextCursor": serializers.CharField(required=False, allow_null=True),
                 },
             ),
-            **ERRORS,
+            **errors(400, 401, 404),
         },
     )
     @action(detail=False, methods=["get"], url_path="log")
@@ -288,7 +320,7 @@ class MemoryViewSet(ScopedViewSet):
         )
         return page({"changes": changes, "version": version}, self, "log", limit, last)
 
-    @extend_schema(responses={200: MemoryBotOutput, **ERRORS})
+    @extend_schema(responses={200: MemoryBotOutput, **errors(401, 403, 404)})
     @action(
         detail=False,
         methods=["get"],
@@ -299,7 +331,9 @@ class MemoryViewSet(ScopedViewSet):
         """[A5] The memory bot's settings: write on a bot that is not linked."""
         return Response(MemoryBotOutput(pool_settings(self.bot.id)).data)
 
-    @extend_schema(request=MemoryBotInput, responses={200: MemoryBotOutput, **ERRORS})
+    @extend_schema(
+        request=MemoryBotInput, responses={200: MemoryBotOutput, **errors(400, 401, 403, 404, 409)}
+    )
     @bot_settings.mapping.patch
     def bot_settings_update(self, request: Request, bot_id: str) -> Response:
         """[A5] Change the memory bot's settings if `expected` is their version, else 409."""

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from openbot.models import Organization
 from openbot.permissions import IsOrganizationAdmin
-from openbot.schema import ERRORS
+from openbot.schema import errors
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 from openbot.services import organization_settings_update
 from openbot.viewsets import ScopedViewSet
@@ -35,7 +35,7 @@ class OrganizationViewSet(ScopedViewSet):
     permission_classes = [IsAuthenticated, IsOrganizationAdmin]
     lookup_url_kwarg = "org_id"
 
-    @extend_schema(responses={200: OrganizationSettingsOutput, **ERRORS})
+    @extend_schema(responses={200: OrganizationSettingsOutput, **errors(401, 403, 404)})
     # Not named `settings`: that is DRF's `api_settings` on every view.
     @action(detail=True, methods=["get"], url_path="settings")
     def organization_settings(self, request: Request, org_id: str) -> Response:
@@ -43,7 +43,8 @@ class OrganizationViewSet(ScopedViewSet):
         return Response(settings_body(self.organization))
 
     @extend_schema(
-        request=OrganizationSettingsInput, responses={200: OrganizationSettingsOutput, **ERRORS}
+        request=OrganizationSettingsInput,
+        responses={200: OrganizationSettingsOutput, **errors(400, 401, 403, 404)},
     )
     @organization_settings.mapping.patch
     def organization_settings_update(self, request: Request, org_id: str) -> Response:

@@ -2,7 +2,11 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.renderers import OpenApiJsonRenderer2, OpenApiYamlRenderer
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularSwaggerView,
+)
 from rest_framework.permissions import AllowAny
 from rest_framework.routers import SimpleRouter
 
@@ -18,8 +22,21 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path(
         "v1/schema",
-        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[AllowAny]),
+        # `?format=json` is `application/json`, which a browser shows rather than downloads.
+        SpectacularAPIView.as_view(
+            authentication_classes=[],
+            permission_classes=[AllowAny],
+            renderer_classes=[OpenApiYamlRenderer, OpenApiJsonRenderer2],
+        ),
         name="schema",
+    ),
+    # [A13] The docs, with assets bundled (drf-spectacular-sidecar), served from /static/.
+    path(
+        "v1/docs",
+        SpectacularSwaggerView.as_view(
+            url_name="schema", authentication_classes=[], permission_classes=[AllowAny]
+        ),
+        name="docs",
     ),
     path("v1/", include(router.urls)),
     path("v1/", include("chats.urls")),
