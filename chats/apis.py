@@ -1,25 +1,25 @@
-"""[C4] Chat routes: create, read, list and delete items."""
+"""[C4, C5, A6, A12] Chat routes: create, read, items, turns, and what the memory bot did."""
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from chats.models import Chat, Item, Turn
-from chats.selectors import chat_for_owner, chat_for_participant, chat_items
+from chats.permissions import ChatScopedViewSet, IsChatOwner, IsChatParticipant
+from chats.selectors import chat_items
 from chats.services import MAX_TEXT, chat_create
 from chats.turns import chat_history_forget, turn_run
 from memorybot.models import Confession, Enrichment, LearningRun
 from memorybot.selectors import learning_run_of_turn, learning_runs_of_chat
-from openbot.access import bot_for_reader
-from openbot.auth import caller_of
 from openbot.clock import to_ms
-from openbot.errors import Forbidden
 from openbot.fields import readable
-from openbot.schema import ERRORS
+from openbot.permissions import CanReadBot
+from openbot.schema import errors
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 
 
@@ -48,54 +48,9 @@ class ItemOutput(serializers.Serializer):
         return to_ms(item.created_at)
 
 
-def item_body(item: Item) -> dict[str, Any]:
-    return dict(ItemOutput(item).data)
-
-
-class ChatCreateApi(APIView):
-    class InputSerializer(StrictSerializer):
-        bot = StrictCharField(max_length=40)
-        channel = StrictCharField(max_length=40, required=False, allow_null=True)
-        test = StrictBooleanField(required=False, default=False)
-
-    @extend_schema(request=InputSerializer, responses={201: ChatOutput, **ERRORS})
-    def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        chat = chat_create(
-            caller=caller_of(request),
-            bot_id=data["bot"],
-            channel_id=data.get("channel"),
-            test=data["test"],
-        )
-        return Response(ChatOutput(chat).data, status=201)
-
-
-class ChatDetailApi(APIView):
-    @extend_schema(responses={200: ChatOutput, **ERRORS})
-    def get(self, request: Request, chat_id: str) -> Response:
-        chat = chat_for_participant(caller=caller_of(request), chat_id=chat_id)
-        return Response(ChatOutput(chat).data)
-
-
-class ChatItemsApi(APIView):
-    class ItemsOutput(serializers.Serializer):
-        items = ItemOutput(many=True)
-
-    @extend_schema(responses={200: ItemsOutput, **ERRORS})
-    def get(self, request: Request, chat_id: str) -> Response:
-        chat = chat_for_participant(caller=caller_of(request), chat_id=chat_id)
-        return Response({"items": [item_body(item) for item in chat_items(chat=chat)]})
-
-    @extend_schema(responses={204: OpenApiResponse(description="History deleted"), **ERRORS})
-    def delete(self, request: Request, chat_id: str) -> Response:
-        caller = caller_of(request)
-        chat = chat_for_participant(caller=caller, chat_id=chat_id)
-        if chat.owner_id != caller.person.id:
-            raise Forbidden("only the chat's owner may delete its history")
-        chat_history_forget(chat=chat)
-        return Response(status=204)
+def inline_list(name: str, key: str, child: type[serializers.Serializer]) -> dict[int, Any]:
+    """The responses of a read that lists `child`s under `key`."""
+    return {200: inline_serializer(name=name, fields={key: child(many=True)}), **errors(401, 404)}
 
 
 class TurnOutput(serializers.Serializer):
@@ -123,109 +78,157 @@ class TurnOutput(serializers.Serializer):
         return None if run_id is None else str(run_id)
 
 
-class ChatTurnApi(APIView):
-    class InputSerializer(StrictSerializer):
-        text = StrictCharField(max_length=MAX_TEXT, trim_whitespace=False)
+class ConfessionOutput(serializers.Serializer):
+    id = serializers.CharField(source="pk")
+    turn = serializers.CharField(source="turn_id")
+    text = serializers.CharField()
+    reply = serializers.CharField()
+    createdAt = serializers.SerializerMethodField()
 
-    class TurnResult(serializers.Serializer):
-        turn = TurnOutput()
-        items = ItemOutput(many=True)
+    def get_createdAt(self, confession: Confession) -> int:
+        return to_ms(confession.created_at)
 
-    @extend_schema(request=InputSerializer, responses={201: TurnResult, **ERRORS})
-    def post(self, request: Request, chat_id: str) -> Response:
-        caller = caller_of(request)
-        chat = chat_for_participant(caller=caller, chat_id=chat_id)
-        bot_for_reader(caller=caller, bot_id=chat.bot_id)  # [C4] taking turns needs read
-        serializer = self.InputSerializer(data=request.data)
+
+class EnrichmentOutput(serializers.Serializer):
+    turn = serializers.CharField(source="turn_id")
+    text = serializers.CharField()
+    original = serializers.CharField(allow_null=True)
+    entries = serializers.ListField(source="entry_ids", child=serializers.CharField())
+    createdAt = serializers.SerializerMethodField()
+
+    def get_createdAt(self, enrichment: Enrichment) -> int:
+        return to_ms(enrichment.created_at)
+
+
+class RunOutput(serializers.Serializer):
+    id = serializers.CharField(source="pk")
+    turn = serializers.CharField(source="turn_id")
+    status = serializers.ChoiceField(choices=LearningRun.Status.choices)
+    createdAt = serializers.SerializerMethodField()
+    endedAt = serializers.SerializerMethodField()
+    applied = serializers.IntegerField()
+    refused = serializers.SerializerMethodField()
+    error = serializers.SerializerMethodField()
+
+    def get_createdAt(self, run: LearningRun) -> int:
+        return to_ms(run.created_at)
+
+    def get_endedAt(self, run: LearningRun) -> int | None:
+        return to_ms(run.finished_at) if run.finished_at else None
+
+    def get_refused(self, run: LearningRun) -> list[dict[str, Any]]:
+        """Per refused change: its index in the model's answer and the reason code."""
+        return [
+            {"change": refusal["change"], "reason": refusal["reason"]} for refusal in run.refusals
+        ]
+
+    def get_error(self, run: LearningRun) -> str | None:
+        return run.error or None
+
+
+class ChatCreateInput(StrictSerializer):
+    bot = StrictCharField(max_length=40)
+    channel = StrictCharField(max_length=40, required=False, allow_null=True)
+    test = StrictBooleanField(required=False, default=False)
+
+
+class TurnInput(StrictSerializer):
+    text = StrictCharField(max_length=MAX_TEXT, trim_whitespace=False)
+
+
+class ItemsOutput(serializers.Serializer):
+    items = ItemOutput(many=True)
+
+
+class TurnResult(serializers.Serializer):
+    turn = TurnOutput()
+    items = ItemOutput(many=True)
+
+
+class ChatViewSet(ChatScopedViewSet):
+    """[C4, C5, A6, A12] Chats: create, read, items, turns, and what the memory bot did."""
+
+    lookup_url_kwarg = "chat_id"
+    # [A9] Creating a chat names its bot in the body: `chat_create` looks it up through the
+    # caller, as DRF applies no object permission to creates.
+    permissions: dict[str, list[type[BasePermission]]] = {
+        "create": [IsAuthenticated],
+        "retrieve": [IsAuthenticated, IsChatParticipant],
+        "items": [IsAuthenticated, IsChatParticipant],
+        "items_delete": [IsAuthenticated, IsChatParticipant, IsChatOwner],
+        "turns": [IsAuthenticated, IsChatParticipant, CanReadBot],  # [C4] turns need read
+        "confessions": [IsAuthenticated, IsChatOwner],
+        "enrichments": [IsAuthenticated, IsChatOwner],
+        "learning": [IsAuthenticated, IsChatOwner],
+    }
+
+    def get_permissions(self) -> list[BasePermission]:
+        declared = self.permissions.get(self.action or "", [IsAuthenticated])
+        return [permission() for permission in declared]
+
+    @extend_schema(request=ChatCreateInput, responses={201: ChatOutput, **errors(400, 401, 404)})
+    def create(self, request: Request) -> Response:
+        """[C1, C4] Open a chat with a bot you may read, in a channel you are in if given."""
+        serializer = ChatCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        outcome = turn_run(chat=chat, person=caller.person, text=serializer.validated_data["text"])
-        return Response(
-            {
-                "turn": TurnOutput(outcome.turn).data,
-                "items": [item_body(item) for item in outcome.items],
-            },
-            status=201,
+        data = serializer.validated_data
+        chat = chat_create(
+            caller=self.caller,
+            bot_id=data["bot"],
+            channel_id=data.get("channel"),
+            test=data["test"],
         )
+        return Response(ChatOutput(chat).data, status=201)
 
+    @extend_schema(responses={200: ChatOutput, **errors(401, 404)})
+    def retrieve(self, request: Request, chat_id: str) -> Response:
+        """[C4] A chat you take part in."""
+        return Response(ChatOutput(self.chat).data)
 
-class ChatConfessionsApi(APIView):
-    class ConfessionOutput(serializers.Serializer):
-        id = serializers.CharField(source="pk")
-        turn = serializers.CharField(source="turn_id")
-        text = serializers.CharField()
-        reply = serializers.CharField()
-        createdAt = serializers.SerializerMethodField()
+    @extend_schema(responses={200: ItemsOutput, **errors(401, 404)})
+    @action(detail=True, methods=["get"])
+    def items(self, request: Request, chat_id: str) -> Response:
+        """[C4] The chat's items in order."""
+        return Response(ItemsOutput({"items": chat_items(chat=self.chat)}).data)
 
-        def get_createdAt(self, confession: Confession) -> int:
-            return to_ms(confession.created_at)
+    @extend_schema(
+        responses={204: OpenApiResponse(description="History deleted"), **errors(401, 403, 404)}
+    )
+    @items.mapping.delete
+    def items_delete(self, request: Request, chat_id: str) -> Response:
+        """[C4, P3] The owner deletes the chat's history; what was learned from it stays."""
+        chat_history_forget(chat=self.chat)
+        return Response(status=204)
 
-    class ConfessionsOutput(serializers.Serializer):
-        confessions = serializers.ListField()
+    @extend_schema(request=TurnInput, responses={201: TurnResult, **errors(400, 401, 404)})
+    @action(detail=True, methods=["post"])
+    def turns(self, request: Request, chat_id: str) -> Response:
+        """[C3, C4, C6] Take a turn: your words, the bot's answer; it always ends."""
+        serializer = TurnInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        outcome = turn_run(
+            chat=self.chat, person=self.caller.person, text=serializer.validated_data["text"]
+        )
+        return Response(TurnResult(outcome).data, status=201)
 
-    @extend_schema(responses={200: ConfessionsOutput, **ERRORS})
-    def get(self, request: Request, chat_id: str) -> Response:
+    @extend_schema(responses=inline_list("Confessions", "confessions", ConfessionOutput))
+    @action(detail=True, methods=["get"])
+    def confessions(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] What the bot confided and the replies; review before showing to people."""
-        chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
-        confessions = readable(Confession.objects.filter(chat=chat).order_by("id"))
-        return Response({"confessions": [self.ConfessionOutput(item).data for item in confessions]})
+        confessions = readable(Confession.objects.filter(chat=self.chat).order_by("id"))
+        return Response({"confessions": ConfessionOutput(confessions, many=True).data})
 
-
-class ChatEnrichmentsApi(APIView):
-    class EnrichmentOutput(serializers.Serializer):
-        turn = serializers.CharField(source="turn_id")
-        text = serializers.CharField()
-        original = serializers.CharField(allow_null=True)
-        entries = serializers.ListField(source="entry_ids", child=serializers.CharField())
-        createdAt = serializers.SerializerMethodField()
-
-        def get_createdAt(self, enrichment: Enrichment) -> int:
-            return to_ms(enrichment.created_at)
-
-    class EnrichmentsOutput(serializers.Serializer):
-        enrichments = serializers.ListField()
-
-    @extend_schema(responses={200: EnrichmentsOutput, **ERRORS})
-    def get(self, request: Request, chat_id: str) -> Response:
+    @extend_schema(responses=inline_list("Enrichments", "enrichments", EnrichmentOutput))
+    @action(detail=True, methods=["get"])
+    def enrichments(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] Per turn: the new text, the person's words and the entries used."""
-        chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
-        enrichments = readable(Enrichment.objects.filter(chat=chat).order_by("id"))
-        return Response({"enrichments": [self.EnrichmentOutput(item).data for item in enrichments]})
+        enrichments = readable(Enrichment.objects.filter(chat=self.chat).order_by("id"))
+        return Response({"enrichments": EnrichmentOutput(enrichments, many=True).data})
 
-
-class ChatLearningApi(APIView):
-    class RunOutput(serializers.Serializer):
-        id = serializers.CharField(source="pk")
-        turn = serializers.CharField(source="turn_id")
-        status = serializers.ChoiceField(choices=LearningRun.Status.choices)
-        createdAt = serializers.SerializerMethodField()
-        endedAt = serializers.SerializerMethodField()
-        applied = serializers.IntegerField()
-        refused = serializers.SerializerMethodField()
-        error = serializers.SerializerMethodField()
-
-        def get_createdAt(self, run: LearningRun) -> int:
-            return to_ms(run.created_at)
-
-        def get_endedAt(self, run: LearningRun) -> int | None:
-            return to_ms(run.finished_at) if run.finished_at else None
-
-        def get_refused(self, run: LearningRun) -> list[dict[str, Any]]:
-            """Per refused change: its index in the model's answer and the reason code."""
-            return [
-                {"change": refusal["change"], "reason": refusal["reason"]}
-                for refusal in run.refusals
-            ]
-
-        def get_error(self, run: LearningRun) -> str | None:
-            return run.error or None
-
-    class RunsOutput(serializers.Serializer):
-        runs = serializers.ListField()
-
-    @extend_schema(responses={200: RunsOutput, **ERRORS})
-    def get(self, request: Request, chat_id: str) -> Response:
+    @extend_schema(responses=inline_list("LearningRuns", "runs", RunOutput))
+    @action(detail=True, methods=["get"])
+    def learning(self, request: Request, chat_id: str) -> Response:
         """[A12, C5] The chat's learning runs, newest first: status, what applied, what was
         refused and why, as codes — never model output or content."""
-        chat = chat_for_owner(caller=caller_of(request), chat_id=chat_id)
-        runs = learning_runs_of_chat(chat_id=chat.id)
-        return Response({"runs": [self.RunOutput(run).data for run in runs]})
+        runs = learning_runs_of_chat(chat_id=self.chat.id)
+        return Response({"runs": RunOutput(runs, many=True).data})

@@ -1,13 +1,7 @@
-from django.urls import path
+from rest_framework.routers import SimpleRouter
 
 from chats import apis
 
-urlpatterns = [
-    path("chats", apis.ChatCreateApi.as_view()),
-    path("chats/<str:chat_id>", apis.ChatDetailApi.as_view()),
-    path("chats/<str:chat_id>/items", apis.ChatItemsApi.as_view()),
-    path("chats/<str:chat_id>/turns", apis.ChatTurnApi.as_view()),
-    path("chats/<str:chat_id>/confessions", apis.ChatConfessionsApi.as_view()),
-    path("chats/<str:chat_id>/enrichments", apis.ChatEnrichmentsApi.as_view()),
-    path("chats/<str:chat_id>/learning", apis.ChatLearningApi.as_view()),
-]
+router = SimpleRouter(trailing_slash=False)
+router.register("chats", apis.ChatViewSet, basename="chat")
+urlpatterns = router.urls

@@ -3,27 +3,45 @@ purge route [A4] lives in `memorybot.apis`: it also removes the memory bot's cop
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from django.core import signing
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from memory.access import Reader
 from memory.models import Pool
-from memory.selectors import change_log, entries_for_reader, entry_body, pool_settings
+from memory.selectors import (
+    change_log,
+    entry_body,
+    entry_for_reader,
+    entry_page_for_reader,
+    pool_settings,
+)
 from memory.services import (
+    MAX_CONTENT,
+    TOPIC,
     check_topics,
     entry_forget,
     entry_remember,
     memory_settings_update,
 )
-from openbot.access import Caller, bot_for_memory_admin, bot_for_reader
-from openbot.auth import caller_of
-from openbot.errors import invalid
+from openbot.access import Caller
+from openbot.errors import NotFound, invalid
 from openbot.models import Bot
-from openbot.schema import ERRORS
+from openbot.permissions import CanReadBot, CanWriteBot
+from openbot.schema import errors
 from openbot.serializers import StrictCharField, StrictSerializer
+from openbot.viewsets import ScopedViewSet
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -52,128 +70,83 @@ ENTRY = inline_serializer(
 )
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": TOPIC.pattern, "maxLength": 64, "description": "A topic [E3]"}
+)
+class TopicField(StrictCharField):
+    """[E3] A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
+
+
+class RememberCommand(StrictSerializer):
+    """[A2] Add a pinned entry only you see."""
+
+    _tag = serializers.ChoiceField(["Remember"], label="_tag")
+    content = StrictCharField(max_length=MAX_CONTENT)
+    tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
+
+
+class ForgetCommand(StrictSerializer):
+    """[A2, P1] Take back your part of an entry."""
+
+    _tag = serializers.ChoiceField(["Forget"], label="_tag")
+    id = StrictCharField(max_length=40)
+
+
+COMMANDS: dict[str, type[StrictSerializer]] = {"Remember": RememberCommand, "Forget": ForgetCommand}
+# [A13] A tagged union: `_tag` says which command the object is.
+COMMAND = PolymorphicProxySerializer(
+    component_name="MemoryCommand",
+    serializers=dict(COMMANDS.items()),
+    resource_type_field_name="_tag",
+)
+
+
 def reader_of(caller: Caller, bot: Bot) -> Reader:
     # [L1] Not `Reader.person`: every selector and service reads the reader's rights again
     # under the pool's lock (`as_of_now`), so rights read here would only be read twice.
     return Reader(organization_id=caller.organization.id, person_id=caller.person.id, bot=bot)
 
 
-class MemoryApi(APIView):
-    class CommandSerializer(StrictSerializer):
-        _tag = serializers.ChoiceField(["Remember", "Forget"])
-        content = StrictCharField(required=False, max_length=10_000)
-        tags = serializers.ListField(
-            child=StrictCharField(max_length=64), required=False, max_length=32
+def query_integer(request: Request, name: str, *, high: int, low: int = 0) -> int | None:
+    """An integer query parameter in low..high written in ASCII digits, or None if absent."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or not low <= int(raw) <= high:
+        raise invalid(name, f"must be an integer from {low} to {high}")
+    return int(raw)
+
+
+MAX_PAGE = 1000
+
+
+def cursor_salt(view: "MemoryViewSet", kind: str) -> str:
+    """[A10] A cursor is signed for one reader and one bot: another's does not open."""
+    caller = view.caller
+    return f"memory.{kind}.cursor:{view.bot.id}:{caller.organization.id}:{caller.person.id}"
+
+
+def page(
+    body: dict[str, Any], view: "MemoryViewSet", kind: str, limit: int | None, last: Any
+) -> Response:
+    """[A10] A list's body; read with a `limit`, with `nextCursor` too (null at the end)."""
+    if limit is not None:
+        body["nextCursor"] = (
+            None if last is None else signing.dumps(last, salt=cursor_salt(view, kind))
         )
-        id = StrictCharField(required=False, max_length=40)
-
-    class InputSerializer(StrictSerializer):
-        command = serializers.DictField()
-
-    @extend_schema(
-        parameters=[OpenApiParameter("tags", str, description="Comma-separated; all must match")],
-        responses={
-            200: inline_serializer(
-                name="MemoryList",
-                fields={
-                    "entries": serializers.ListField(child=ENTRY),
-                    "version": serializers.IntegerField(),
-                },
-            ),
-            **ERRORS,
-        },
-    )
-    def get(self, request: Request, bot_id: str) -> Response:
-        caller = caller_of(request)
-        bot = bot_for_reader(caller=caller, bot_id=bot_id)
-        raw_tags = request.query_params.get("tags", "")
-        tags = [tag.strip() for tag in raw_tags.split(",") if tag.strip()]
-        if len(tags) > 32 or any(len(tag) > 200 for tag in tags):
-            raise invalid("tags", "at most 32 tags of at most 200 characters")
-        entries, version = entries_for_reader(
-            pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), tags=tags
-        )
-        return Response({"entries": entries, "version": version})
-
-    @extend_schema(
-        request=inline_serializer(
-            name="MemoryCommand",
-            fields={
-                "command": inline_serializer(
-                    name="MemoryCommandBody",
-                    fields={
-                        "_tag": serializers.ChoiceField(["Remember", "Forget"]),
-                        "content": serializers.CharField(required=False),
-                        "tags": serializers.ListField(
-                            child=serializers.CharField(), required=False
-                        ),
-                        "id": serializers.CharField(required=False),
-                    },
-                )
-            },
-        ),
-        responses={
-            201: ENTRY,
-            200: inline_serializer(name="Forgotten", fields={"ok": serializers.BooleanField()}),
-            **ERRORS,
-        },
-    )
-    def post(self, request: Request, bot_id: str) -> Response:
-        caller = caller_of(request)
-        bot = bot_for_reader(caller=caller, bot_id=bot_id)
-        outer = self.InputSerializer(data=request.data)
-        outer.is_valid(raise_exception=True)
-        command_input = self.CommandSerializer(data=outer.validated_data["command"])
-        if not command_input.is_valid():
-            raise serializers.ValidationError({"command": command_input.errors})
-        command: dict[str, Any] = command_input.validated_data
-        if command["_tag"] == "Remember":
-            if "content" not in command:
-                raise invalid("command.content", "this field is required for Remember")
-            if "id" in command:
-                raise invalid("command.id", "Remember takes content and optional tags, no id")
-            entry = entry_remember(
-                pool_id=bot.pool_bot_id,
-                person_id=caller.person.id,
-                organization_id=caller.organization.id,
-                content=command["content"],
-                topics=check_topics(command.get("tags", []), "command.tags"),
-            )
-            return Response(entry_body(entry), status=201)
-        if "id" not in command:
-            raise invalid("command.id", "this field is required for Forget")
-        for extra in ("content", "tags"):
-            if extra in command:
-                raise invalid(f"command.{extra}", "Forget takes an id only")
-        entry_forget(pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), entry_id=command["id"])
-        return Response({"ok": True})
+    return Response(body)
 
 
-class MemoryLogApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("since", int, description="Only changes after this version")],
-        responses={
-            200: inline_serializer(
-                name="MemoryLog",
-                fields={
-                    "changes": serializers.ListField(child=serializers.DictField()),
-                    "version": serializers.IntegerField(),
-                },
-            ),
-            **ERRORS,
-        },
-    )
-    def get(self, request: Request, bot_id: str) -> Response:
-        caller = caller_of(request)
-        bot = bot_for_reader(caller=caller, bot_id=bot_id)
-        raw = request.query_params.get("since", "0")
-        # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-            raise invalid("since", "must be a non-negative integer version")
-        changes, version = change_log(
-            pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), since=int(raw)
-        )
-        return Response({"changes": changes, "version": version})
+def cursor_load(view: "MemoryViewSet", kind: str) -> Any:
+    """The position a `cursor` parameter carries (signed by `cursor_dump`), or None."""
+    raw = view.request.query_params.get("cursor")
+    if raw is None:
+        return None
+    try:
+        return signing.loads(raw, salt=cursor_salt(view, kind))
+    except signing.BadSignature:
+        raise invalid("cursor", "not a cursor of this list for you") from None
 
 
 class BudgetSerializer(StrictSerializer):
@@ -193,24 +166,178 @@ class MemoryBotOutput(serializers.Serializer):
         return {"period": pool.budget_period, "limitMicros": pool.budget_limit_micros}
 
 
-class MemoryBotApi(APIView):
+class MemoryBotInput(StrictSerializer):
+    expected = StrictIntegerField(min_value=0, max_value=2**31 - 1)
+    instructions = StrictCharField(required=False, allow_blank=True, max_length=10_000)
+    concurrency = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=1000)
+    budget = BudgetSerializer(required=False, allow_null=True)
+
+
+LIMIT = OpenApiParameter(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+    description="[A10] A page of at most this many; without it, all come back",
+)
+CURSOR = OpenApiParameter("cursor", str, description="[A10] `nextCursor` of the previous page")
+
+
+class MemoryViewSet(ScopedViewSet):
+    """[A1–A3, A5, A10, A11] A bot's memory as the caller may see it, and its settings."""
+
+    permission_classes = [IsAuthenticated, CanReadBot]
+    lookup_url_kwarg = "entry_id"
+
     class InputSerializer(StrictSerializer):
-        expected = StrictIntegerField(min_value=0, max_value=2**31 - 1)
-        instructions = StrictCharField(required=False, allow_blank=True, max_length=10_000)
-        concurrency = StrictIntegerField(
-            required=False, allow_null=True, min_value=1, max_value=1000
+        command = serializers.DictField()
+
+    class BodySerializer(StrictSerializer):
+        """What `InputSerializer` and the commands accept, as the schema shows it [A13]."""
+
+        command = COMMAND
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "tags", str, description="Comma-separated; entries with all of them (at most 32)"
+            ),
+            LIMIT,
+            CURSOR,
+        ],
+        responses={
+            200: inline_serializer(
+                name="MemoryList",
+                fields={
+                    "entries": serializers.ListField(child=ENTRY),
+                    "version": serializers.IntegerField(),
+                    "nextCursor": serializers.CharField(required=False, allow_null=True),
+                },
+            ),
+            **errors(400, 401, 404),
+        },
+    )
+    def list(self, request: Request, bot_id: str) -> Response:
+        """[A1, A10, V6] Entries for you in your organization, the history included, in memory
+        order [E6]; `tags` keeps entries with all of them. Page with `limit` and `cursor`."""
+        raw_tags = request.query_params.get("tags", "")
+        tags = [tag.strip() for tag in raw_tags.split(",") if tag.strip()]
+        if len(tags) > 32 or any(len(tag) > 200 for tag in tags):
+            raise invalid("tags", "at most 32 tags of at most 200 characters")
+        limit = query_integer(request, "limit", low=1, high=MAX_PAGE)
+        after = cursor_load(self, "entries")
+        entries, version, last = entry_page_for_reader(
+            pool_id=self.bot.pool_bot_id,
+            reader=reader_of(self.caller, self.bot),
+            tags=tags,
+            after=None if after is None else (after[0], after[1], after[2]),
+            limit=limit,
         )
-        budget = BudgetSerializer(required=False, allow_null=True)
+        return page({"entries": entries, "version": version}, self, "entries", limit, last)
 
-    @extend_schema(responses={200: MemoryBotOutput, **ERRORS})
-    def get(self, request: Request, bot_id: str) -> Response:
-        bot = bot_for_memory_admin(caller=caller_of(request), bot_id=bot_id)
-        return Response(MemoryBotOutput(pool_settings(bot.id)).data)
+    @extend_schema(responses={200: ENTRY, **errors(401, 404)})
+    def retrieve(self, request: Request, bot_id: str, entry_id: str) -> Response:
+        """[A11] One entry; unknown and invisible are the same 404: existence is not revealed."""
+        entry = entry_for_reader(
+            pool_id=self.bot.pool_bot_id, reader=reader_of(self.caller, self.bot), entry_id=entry_id
+        )
+        if entry is None:
+            raise NotFound(f"entry {entry_id} not found")
+        return Response(entry)
 
-    @extend_schema(request=InputSerializer, responses={200: MemoryBotOutput, **ERRORS})
-    def patch(self, request: Request, bot_id: str) -> Response:
-        bot = bot_for_memory_admin(caller=caller_of(request), bot_id=bot_id)
-        serializer = self.InputSerializer(data=request.data)
+    @extend_schema(
+        request=BodySerializer,
+        responses={
+            201: OpenApiResponse(ENTRY, description="Remember: the new pinned entry"),
+            200: OpenApiResponse(
+                inline_serializer(name="Forgotten", fields={"ok": serializers.BooleanField()}),
+                description="Forget: your part is taken back",
+            ),
+            **errors(400, 401, 404, 409),
+        },
+    )
+    def create(self, request: Request, bot_id: str) -> Response:
+        """[A2, P1] `Remember` adds a pinned entry only you see (201); `Forget` takes back your
+        part of an entry (200), or 409 if it is not for you."""
+        caller, bot = self.caller, self.bot
+        outer = self.InputSerializer(data=request.data)
+        outer.is_valid(raise_exception=True)
+        raw = outer.validated_data["command"]
+        kind = COMMANDS.get(raw["_tag"]) if isinstance(raw.get("_tag"), str) else None
+        if kind is None:
+            raise invalid("command._tag", 'must be "Remember" or "Forget"')
+        command_input = kind(data=raw)
+        if not command_input.is_valid():
+            raise serializers.ValidationError({"command": command_input.errors})
+        command: dict[str, Any] = command_input.validated_data
+        if kind is RememberCommand:
+            entry = entry_remember(
+                pool_id=bot.pool_bot_id,
+                person_id=caller.person.id,
+                organization_id=caller.organization.id,
+                content=command["content"],
+                topics=check_topics(command.get("tags", []), "command.tags"),
+            )
+            return Response(entry_body(entry), status=201)
+        entry_forget(pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), entry_id=command["id"])
+        return Response({"ok": True})
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "since",
+                {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
+                description="Only changes after this version (default 0)",
+            ),
+            LIMIT,
+            CURSOR,
+        ],
+        responses={
+            200: inline_serializer(
+                name="MemoryLog",
+                fields={
+                    "changes": serializers.ListField(child=serializers.DictField()),
+                    "version": serializers.IntegerField(),
+                    "nextCursor": serializers.CharField(required=False, allow_null=True),
+                },
+            ),
+            **errors(400, 401, 404),
+        },
+    )
+    @action(detail=False, methods=["get"], url_path="log")
+    def log(self, request: Request, bot_id: str) -> Response:
+        """[A3, A10] Changes of entries you may see now; a page covers `limit` changes of the
+        log and leaves out those with no id for you, so it may hold fewer."""
+        raw = request.query_params.get("since", "0")
+        # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+            raise invalid("since", "must be a non-negative integer version")
+        limit = query_integer(request, "limit", low=1, high=MAX_PAGE)
+        after = cursor_load(self, "log")
+        changes, version, last = change_log(
+            pool_id=self.bot.pool_bot_id,
+            reader=reader_of(self.caller, self.bot),
+            since=int(raw) if after is None else int(after),
+            limit=limit,
+        )
+        return page({"changes": changes, "version": version}, self, "log", limit, last)
+
+    @extend_schema(responses={200: MemoryBotOutput, **errors(401, 403, 404)})
+    @action(
+        detail=False,
+        methods=["get"],
+        url_path="bot",
+        permission_classes=[IsAuthenticated, CanWriteBot],
+    )
+    def bot_settings(self, request: Request, bot_id: str) -> Response:
+        """[A5] The memory bot's settings: write on a bot that is not linked."""
+        return Response(MemoryBotOutput(pool_settings(self.bot.id)).data)
+
+    @extend_schema(
+        request=MemoryBotInput, responses={200: MemoryBotOutput, **errors(400, 401, 403, 404, 409)}
+    )
+    @bot_settings.mapping.patch
+    def bot_settings_update(self, request: Request, bot_id: str) -> Response:
+        """[A5] Change the memory bot's settings if `expected` is their version, else 409."""
+        serializer = MemoryBotInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         changes: dict[str, Any] = {}
@@ -222,5 +349,7 @@ class MemoryBotApi(APIView):
             budget = data["budget"]
             changes["budget_period"] = budget["period"] if budget else None
             changes["budget_limit_micros"] = budget["limitMicros"] if budget else None
-        pool = memory_settings_update(pool_id=bot.id, expected=data["expected"], changes=changes)
+        pool = memory_settings_update(
+            pool_id=self.bot.id, expected=data["expected"], changes=changes
+        )
         return Response(MemoryBotOutput(pool).data)

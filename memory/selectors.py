@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from memory.access import (
     Reader,
@@ -95,18 +95,62 @@ def _bodies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return bodies
 
 
+# A place in memory order [E6]: (rank, updatedAt, id) of the last entry of a page.
+Position = tuple[int, int, str]
+
+
 def entries_for_reader(
     *, pool_id: str, reader: Reader, tags: list[str]
 ) -> tuple[list[dict[str, Any]], int]:
     """[A1] Entries for the reader, the history included [V6], in memory order, and the version."""
+    entries, version, _ = entry_page_for_reader(
+        pool_id=pool_id, reader=reader, tags=tags, after=None, limit=None
+    )
+    return entries, version
+
+
+def entry_page_for_reader(
+    *, pool_id: str, reader: Reader, tags: list[str], after: Position | None, limit: int | None
+) -> tuple[list[dict[str, Any]], int, Position | None]:
+    """[A1, A10] The reader's entries after `after` in memory order, at most `limit` of them
+    (all without a limit), the version, and the position to read on from (None at the end)."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
-        # Every visible entry is in the response, so its content is read in the same query;
-        # [X5] an entry no key opens is left out of it.
-        return _bodies(readable_values(entries, *ENTRY_FIELDS)), pool_version(pool_id)
+        if after is not None:
+            rank, updated_at, entry_id = after
+            entries = entries.filter(
+                Q(rank__gt=rank)
+                | Q(rank=rank, updated_at__lt=updated_at)
+                | Q(rank=rank, updated_at=updated_at, id__gt=entry_id)
+            )
+        if limit is None:
+            # Every visible entry is in the response, so its content is read in the same
+            # query; [X5] an entry no key opens is left out of it.
+            return _bodies(readable_values(entries, *ENTRY_FIELDS)), pool_version(pool_id), None
+        # The page's places first (no content), then the content of exactly those entries.
+        places = list(entries.values_list("rank", "updated_at", "id")[: limit + 1])
+        page = places[:limit]
+        rows = {
+            row["id"]: row
+            for row in readable_values(
+                Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page]), *ENTRY_FIELDS
+            )
+        }
+        bodies = _bodies([rows[entry_id] for _, _, entry_id in page if entry_id in rows])
+        return bodies, pool_version(pool_id), page[-1] if len(places) > limit else None
+
+
+def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:
+    """[A11] One entry in the public format if the reader may see it (history included [V6]),
+    else None; [X5] an entry no key opens is None too."""
+    with pool_read(pool_id):
+        reader = reader.as_of_now()
+        entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
+        rows = readable_values(entries.filter(id=entry_id), *ENTRY_FIELDS)
+        return _bodies(rows)[0] if rows else None
 
 
 def _contents(ids: list[str]) -> dict[str, str]:
@@ -169,15 +213,32 @@ def validate_references(bot: Bot, readers: Reader, ids: list[str]) -> bool:
         )
 
 
-def change_log(*, pool_id: str, reader: Reader, since: int) -> tuple[list[dict[str, Any]], int]:
-    """[A3] Changes after version `since`, each with only the ids the reader may see now."""
+def change_log(
+    *, pool_id: str, reader: Reader, since: int, limit: int | None = None
+) -> tuple[list[dict[str, Any]], int, int | None]:
+    """[A3, A10] Changes after version `since`, each with only the ids the reader may see now,
+    and the version to read on from (None at the end).
+
+    With a `limit`, the page covers the next `limit` changes of the log, so its cost grows
+    with the page, not with the log; changes with no id for the reader are left out, so a
+    page may hold fewer.
+    """
     with pool_read(pool_id):
         reader = reader.as_of_now()
+        in_page = Q(change__pool_id=pool_id, change__version__gt=since)
+        next_since = None
+        if limit is not None:
+            versions = list(
+                Change.objects.filter(pool_id=pool_id, version__gt=since)
+                .order_by("version")
+                .values_list("version", flat=True)[: limit + 1]
+            )
+            if len(versions) > limit:
+                next_since = versions[limit - 1]
+                in_page &= Q(change__version__lte=next_since)
         touched: dict[int, list[str]] = defaultdict(list)
         for change_id, entry_id in (
-            ChangeEntry.objects.filter(change__pool_id=pool_id, change__version__gt=since)
-            .order_by("id")
-            .values_list("change_id", "entry_id")
+            ChangeEntry.objects.filter(in_page).order_by("id").values_list("change_id", "entry_id")
         ):
             touched[change_id].append(entry_id)
         seen = visible_ids(
@@ -195,7 +256,7 @@ def change_log(*, pool_id: str, reader: Reader, since: int) -> tuple[list[dict[s
             ids = [entry_id for entry_id in touched[change_id] if entry_id in seen]
             if ids:
                 changes.append({"version": version, "at": at, "by": by, "ids": ids})
-        return changes, pool_version(pool_id)
+        return changes, pool_version(pool_id), next_since
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
-from django.urls import path
+from rest_framework.routers import SimpleRouter
 
 from memory import apis
 
-urlpatterns = [
-    path("bots/<str:bot_id>/memory", apis.MemoryApi.as_view()),
-    path("bots/<str:bot_id>/memory/log", apis.MemoryLogApi.as_view()),
-    path("bots/<str:bot_id>/memory/bot", apis.MemoryBotApi.as_view()),
-]
+router = SimpleRouter(trailing_slash=False)
+router.register(r"bots/(?P<bot_id>[^/]+)/memory", apis.MemoryViewSet, basename="memory")
+urlpatterns = router.urls

@@ -1,34 +1,43 @@
 """Memory-bot routes: the purge [A4], here because it also removes the memory bot's copies
 of what it purges [P4]; URL, body and answers are those of the memory routes."""
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from memorybot.purge import memory_purge
-from openbot.access import bot_for_memory_admin
-from openbot.auth import caller_of
-from openbot.schema import ERRORS
+from openbot.permissions import CanWriteBot
+from openbot.schema import errors
 from openbot.serializers import StrictCharField, StrictSerializer
+from openbot.viewsets import ScopedViewSet
 
 
-class MemoryPurgeApi(APIView):
+class MemoryPurgeViewSet(ScopedViewSet):
+    """[A4] Purge by tag: write on a bot that is not linked."""
+
+    permission_classes = [IsAuthenticated, CanWriteBot]
+
     class InputSerializer(StrictSerializer):
-        tag = StrictCharField(max_length=200)
+        # [A4] The service refuses other kinds too; the pattern tells clients beforehand.
+        tag = StrictCharField(
+            max_length=200, validators=[RegexValidator(r"^(from|chat|org|channel):.*[^:]$")]
+        )
 
     @extend_schema(
         request=InputSerializer,
         responses={
             200: inline_serializer(name="Purged", fields={"removed": serializers.IntegerField()}),
-            **ERRORS,
+            **errors(400, 401, 403, 404),
         },
     )
-    def post(self, request: Request, bot_id: str) -> Response:
-        bot = bot_for_memory_admin(caller=caller_of(request), bot_id=bot_id)
+    def create(self, request: Request, bot_id: str) -> Response:
+        """[A4, P2, P4] Delete every entry with the tag, and every copy of them, without
+        reading content; only the count comes back."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return Response(
-            {"removed": memory_purge(pool_id=bot.id, tag=serializer.validated_data["tag"])}
+            {"removed": memory_purge(pool_id=self.bot.id, tag=serializer.validated_data["tag"])}
         )

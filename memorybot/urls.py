@@ -1,7 +1,9 @@
-from django.urls import path
+from rest_framework.routers import SimpleRouter
 
 from memorybot import apis
 
-urlpatterns = [
-    path("bots/<str:bot_id>/memory/purge", apis.MemoryPurgeApi.as_view()),
-]
+router = SimpleRouter(trailing_slash=False)
+router.register(
+    r"bots/(?P<bot_id>[^/]+)/memory/purge", apis.MemoryPurgeViewSet, basename="memory-purge"
+)
+urlpatterns = router.urls

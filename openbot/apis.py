@@ -2,16 +2,17 @@
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from openbot.access import organization_for_admin
-from openbot.auth import caller_of
 from openbot.models import Organization
-from openbot.schema import ERRORS
+from openbot.permissions import IsOrganizationAdmin
+from openbot.schema import errors
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 from openbot.services import organization_settings_update
+from openbot.viewsets import ScopedViewSet
 
 
 class OrganizationSettingsOutput(serializers.Serializer):
@@ -23,26 +24,36 @@ def settings_body(organization: Organization) -> dict:
     return dict(OrganizationSettingsOutput(organization).data)
 
 
-class OrganizationSettingsApi(APIView):
-    class InputSerializer(StrictSerializer):
-        botMemory = StrictBooleanField(required=False)
-        botMemoryModel = StrictCharField(
-            required=False, allow_null=True, max_length=200, min_length=1
-        )
+class OrganizationSettingsInput(StrictSerializer):
+    botMemory = StrictBooleanField(required=False)
+    botMemoryModel = StrictCharField(required=False, allow_null=True, max_length=200, min_length=1)
 
-    @extend_schema(responses={200: OrganizationSettingsOutput, **ERRORS})
-    def get(self, request: Request, org_id: str) -> Response:
-        organization = organization_for_admin(caller=caller_of(request), organization_id=org_id)
-        return Response(settings_body(organization))
 
-    @extend_schema(request=InputSerializer, responses={200: OrganizationSettingsOutput, **ERRORS})
-    def patch(self, request: Request, org_id: str) -> Response:
-        organization = organization_for_admin(caller=caller_of(request), organization_id=org_id)
-        serializer = self.InputSerializer(data=request.data)
+class OrganizationViewSet(ScopedViewSet):
+    """[A7] An organization's settings, for its admins."""
+
+    permission_classes = [IsAuthenticated, IsOrganizationAdmin]
+    lookup_url_kwarg = "org_id"
+
+    @extend_schema(responses={200: OrganizationSettingsOutput, **errors(401, 403, 404)})
+    # Not named `settings`: that is DRF's `api_settings` on every view.
+    @action(detail=True, methods=["get"], url_path="settings")
+    def organization_settings(self, request: Request, org_id: str) -> Response:
+        """[A7] Whether the memory bot works for the organization, and its model."""
+        return Response(settings_body(self.organization))
+
+    @extend_schema(
+        request=OrganizationSettingsInput,
+        responses={200: OrganizationSettingsOutput, **errors(400, 401, 403, 404)},
+    )
+    @organization_settings.mapping.patch
+    def organization_settings_update(self, request: Request, org_id: str) -> Response:
+        """[A7, A15] Change the fields given; `botMemoryModel: null` clears the model."""
+        serializer = OrganizationSettingsInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         organization = organization_settings_update(
-            organization=organization,
+            organization=self.organization,
             bot_memory=data.get("botMemory"),
             bot_memory_model=data.get("botMemoryModel"),
             clear_model="botMemoryModel" in data and data["botMemoryModel"] is None,

@@ -1,4 +1,5 @@
-"""[A8] The OpenAPI schema: component names, the bearer scheme and the documented errors."""
+"""[A8, A13] The OpenAPI schema: component names, closed request bodies, the bearer scheme and
+the errors each operation can answer."""
 
 from typing import Any
 
@@ -6,6 +7,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
+
+from openbot.serializers import StrictSerializer
 
 
 class AutoSchema(SpectacularAutoSchema):
@@ -19,8 +22,15 @@ class AutoSchema(SpectacularAutoSchema):
         owner, _, name = type(serializer).__qualname__.rpartition(".")
         if not owner:
             return name
-        view = owner.rpartition(".")[2].removesuffix("Api")
+        view = owner.rpartition(".")[2].removesuffix("Api").removesuffix("ViewSet")
         return f"{view}{name.removesuffix('Serializer')}"
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        """[A13] A request body that refuses unknown fields says so: no other properties."""
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(serializer, StrictSerializer):
+            schema["additionalProperties"] = False
+        return schema
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -47,10 +57,15 @@ ERROR = inline_serializer(
     },
 )
 
-ERRORS = {
-    400: OpenApiResponse(ERROR, description="Bad input; every field at fault is named"),
-    401: OpenApiResponse(ERROR, description="No or invalid token"),
-    403: OpenApiResponse(ERROR, description="No permission"),
-    404: OpenApiResponse(ERROR, description="Unknown or invisible object"),
-    409: OpenApiResponse(ERROR, description="Conflict"),
+ERROR_MEANINGS = {
+    400: "Bad input; every field at fault is named",
+    401: "No or invalid token",
+    403: "No permission: read where write is needed, or not the chat's owner",
+    404: "Unknown, or not visible to you: the two are not told apart",
+    409: "Conflict",
 }
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """[A13] The error answers an operation can give, each in the §8 shape."""
+    return {code: OpenApiResponse(ERROR, description=ERROR_MEANINGS[code]) for code in codes}

@@ -167,6 +167,14 @@ def grant_set(
 
 
 @transaction.atomic
+def grant_revoke(
+    *, bot: Bot, person: Person | None = None, organization: Organization | None = None
+) -> None:
+    """[H3] Take back the grant on `bot` of a person or of an organization's members."""
+    Grant.objects.filter(bot=bot, person=person, organization=organization).delete()
+
+
+@transaction.atomic
 def channel_create(*, organization: Organization, members: list[Person], name: str = "") -> Channel:
     """[H5] Create a channel of members of `organization`."""
     channel = Channel.objects.create(organization=organization, name=name)

@@ -2,10 +2,18 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.renderers import OpenApiJsonRenderer2, OpenApiYamlRenderer
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularSwaggerView,
+)
 from rest_framework.permissions import AllowAny
+from rest_framework.routers import SimpleRouter
 
-from openbot.apis import OrganizationSettingsApi
+from openbot.apis import OrganizationViewSet
+
+router = SimpleRouter(trailing_slash=False)
+router.register("organizations", OrganizationViewSet, basename="organization")
 
 handler404 = "openbot.errors.not_found_view"
 handler500 = "openbot.errors.server_error_view"
@@ -14,11 +22,25 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path(
         "v1/schema",
-        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[AllowAny]),
+        # `?format=json` is `application/json`, which a browser shows rather than downloads.
+        SpectacularAPIView.as_view(
+            authentication_classes=[],
+            permission_classes=[AllowAny],
+            renderer_classes=[OpenApiYamlRenderer, OpenApiJsonRenderer2],
+        ),
         name="schema",
     ),
-    path("v1/organizations/<str:org_id>/settings", OrganizationSettingsApi.as_view()),
+    # [A13] The docs, with assets bundled (drf-spectacular-sidecar), served from /static/.
+    path(
+        "v1/docs",
+        SpectacularSwaggerView.as_view(
+            url_name="schema", authentication_classes=[], permission_classes=[AllowAny]
+        ),
+        name="docs",
+    ),
+    path("v1/", include(router.urls)),
     path("v1/", include("chats.urls")),
-    path("v1/", include("memory.urls")),
+    # Before the memory routes: `memory/purge` would otherwise be read as an entry id [A11].
     path("v1/", include("memorybot.urls")),
+    path("v1/", include("memory.urls")),
 ]

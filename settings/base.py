@@ -18,6 +18,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_dramatiq",
     "openbot",
     "chats",
@@ -100,6 +101,14 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVE_INCLUDE_SCHEMA": False,
+    "DESCRIPTION": (
+        "OpenBot Bot Memory: a bot's memory as each person may see it, chats with the bot, and "
+        'what its memory bot did. Errors are `{"error": {"code", "message"[, '
+        '"fields"]}}`. Review confessions before showing them to people.'
+    ),
+    # [A13] The docs UI loads its assets from this server, never from the network.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
 
 # [X1] Encryption keys: comma-separated Fernet keys; the first encrypts, all decrypt.

@@ -87,6 +87,22 @@ def test_channel_members_take_turns_in_a_group_chat(scene: World) -> None:
     assert post_turn(scene.carol.client(), chat_id, {"text": WORDS}).status_code == 404
 
 
+def test_a_participant_whose_grant_was_revoked_gets_404(scene: World) -> None:
+    """[C4] Taking a turn needs read on the bot as well as a place in the chat: carol, still
+    in the channel, loses read with the organization's grant and the chat with it."""
+    chat_id = chat_open(scene.alice, scene.bot, channel=scene.channel.id)
+    take_turn(scene.carol, chat_id, WORDS)
+    items = Item.objects.filter(chat_id=chat_id).count()
+
+    services.grant_revoke(bot=scene.bot, organization=scene.org)
+    response = post_turn(scene.carol.client(), chat_id, {"text": WORDS})
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    assert Item.objects.filter(chat_id=chat_id).count() == items
+    take_turn(scene.alice, chat_id, WORDS)  # alice's own grant stays
+
+
 def test_an_unknown_chat_is_404(scene: World) -> None:
     response = post_turn(scene.alice.client(), "chat_00000000000000000000", {"text": WORDS})
     assert response.status_code == 404

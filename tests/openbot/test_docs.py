@@ -1,0 +1,44 @@
+"""[A13] The docs UI at /v1/docs, with its assets served by this server (no network), and a
+schema a browser shows."""
+
+import json
+import re
+from typing import Any
+
+import httpx
+
+ASSET = re.compile(r'(?:src|href)="([^"]+)"')
+
+
+def test_the_docs_load_with_bundled_assets(live_server: Any) -> None:
+    """(Redoc is not served: its page loads fonts from Google.)"""
+    with httpx.Client(base_url=live_server.url, timeout=30) as client:
+        page = client.get("/v1/docs")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assets = ASSET.findall(page.text)
+
+        assert len(assets) >= 2
+        for asset in assets:
+            assert asset.startswith("/static/"), asset  # nothing from another host
+            assert client.get(asset).status_code == 200, asset
+        assert not re.search(r"https?://", page.text.replace(live_server.url, ""))
+        assert "/v1/schema" in page.text
+
+
+def test_the_json_schema_is_shown_in_a_browser_and_lists_every_operation(
+    live_server: Any,
+) -> None:
+    """The docs render the schema they load; it names every operation with a description."""
+    response = httpx.get(f"{live_server.url}/v1/schema?format=json", timeout=30)
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.headers["content-disposition"].startswith("inline")
+    operations = [
+        (method, path, operation)
+        for path, methods in json.loads(response.content)["paths"].items()
+        for method, operation in methods.items()
+    ]
+    assert len(operations) == 17
+    assert all(operation["description"] for _, _, operation in operations)
