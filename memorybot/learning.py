@@ -46,7 +46,7 @@ STEP = "changes"
 MAX_CLAIMS = 5
 LEARNING_CONTEXT_SIZE = 300
 # [B8] A bounded answer: a model that rambles is cut by its server, not by the step's limit.
-ANSWER_MAX_TOKENS = 2048
+ANSWER_MAX_TOKENS = 1024
 SOURCE_KINDS = {Item.Kind.PERSON, Item.Kind.TOOL_RESULT, Item.Kind.NOTICE}
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
 ITEM_ID = re.compile(r"i-([0-9]{1,9})")

@@ -115,6 +115,13 @@ def bot_create(*, organization: Organization, name: str = "", model: str | None 
     return bot
 
 
+def bot_model_update(*, bot: Bot, model: str) -> Bot:
+    """Change the model a bot answers with [A15]."""
+    bot.model = model_name_checked(model, field="model")
+    bot.save(update_fields=["model"])
+    return bot
+
+
 @transaction.atomic
 def bot_link(*, bot: Bot, organization: Organization) -> Bot:
     """[H4] Share `bot` into `organization` as a linked bot (idempotent)."""

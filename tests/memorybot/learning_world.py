@@ -135,16 +135,17 @@ def stub_broker() -> StubBroker:
 
 
 @contextmanager
-def learning_worker(threads: int = 2) -> Iterator[StubBroker]:
+def learning_worker(threads: int = 2, timeout_s: float = 30) -> Iterator[StubBroker]:
     """A real Dramatiq worker on the configured broker (StubBroker in tests) with the
     configured middleware — the learning recovery pass included. On leaving, waits until
-    every message of the learning queue is processed, then stops the worker."""
+    every message of the learning queue is processed (at most `timeout_s`), then stops the
+    worker."""
     broker = stub_broker()
     worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=50)
     worker.start()
     try:
         yield broker
-        broker.join("learning", fail_fast=True, timeout=30_000)
+        broker.join("learning", fail_fast=True, timeout=int(timeout_s * 1000))
         worker.join()
     finally:
         worker.stop(timeout=10_000)

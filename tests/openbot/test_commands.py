@@ -90,6 +90,25 @@ def test_bootstrap_is_idempotent(db: Any) -> None:
     assert client_for(second["token"]).get(url).status_code == 200
 
 
+def test_bootstrap_sets_the_demo_model_when_asked(db: Any) -> None:
+    """[B8] `make run MODEL=local` points the demo at the local model, memory bot and bot
+    alike; plain `make run` points it back at the offline one."""
+    demo = run("bootstrap", "--model", "openai:smollm2")
+    organization = Organization.objects.get(id=demo["organization"])
+    assert organization.bot_memory_model == "openai:smollm2"
+    assert Bot.objects.get(id=demo["bot"]).model == "openai:smollm2"
+    again = run("bootstrap")  # without --model the models stay
+    assert Bot.objects.get(id=again["bot"]).model == "openai:smollm2"
+    run("bootstrap", "--model", "offline:extractive")
+    organization.refresh_from_db()
+    assert organization.bot_memory_model == "offline:extractive"
+    assert Bot.objects.get(id=demo["bot"]).model == "offline:extractive"
+    with pytest.raises(CommandError, match="--model"):
+        run("bootstrap", "--model", "nope:model")
+    organization.refresh_from_db()
+    assert organization.bot_memory_model == "offline:extractive"
+
+
 def test_bootstrap_token_authenticates_over_http(live_server: Any) -> None:
     """[O1] The printed token works against a real HTTP server."""
     demo = run("bootstrap")
