@@ -1,5 +1,6 @@
-"""Memory routes [A1–A3, A5]: thin views over memory.selectors and memory.services. The
-purge route [A4] lives in `memorybot.apis`: it also removes the memory bot's copies [P4]."""
+"""Memory routes [A1–A3, A5, A10, A11]: one ViewSet [A9], thin over memory.selectors and
+memory.services. The purge route [A4] lives in `memorybot.apis`: it also removes the memory
+bot's copies [P4]."""
 
 from typing import Any
 
