@@ -127,8 +127,8 @@ class RunOutput(serializers.Serializer):
 
 
 class ChatCreateInput(StrictSerializer):
-    bot = StrictCharField(max_length=40)
-    channel = StrictCharField(max_length=40, required=False, allow_null=True)
+    bot = StrictCharField(max_length=40, trim_whitespace=False)
+    channel = StrictCharField(max_length=40, required=False, allow_null=True, trim_whitespace=False)
     test = StrictBooleanField(required=False, default=False)
 
 

@@ -1,9 +1,11 @@
-"""Memory routes [A1–A3, A5]: thin views over memory.selectors and memory.services. The
-purge route [A4] lives in `memorybot.apis`: it also removes the memory bot's copies [P4]."""
+"""Memory routes [A1–A3, A5, A10, A11]: one ViewSet [A9], thin over memory.selectors and
+memory.services. The purge route [A4] lives in `memorybot.apis`: it also removes the memory
+bot's copies [P4]."""
 
 from typing import Any
 
 from django.core import signing
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -76,12 +78,16 @@ ENTRY = inline_serializer(
 class TopicField(StrictCharField):
     """[E3] A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
 
 class RememberCommand(StrictSerializer):
     """[A2] Add a pinned entry only you see."""
 
     _tag = serializers.ChoiceField(["Remember"], label="_tag")
-    content = StrictCharField(max_length=MAX_CONTENT)
+    # Stripped of surrounding whitespace; the pattern says what is left is not blank.
+    content = StrictCharField(max_length=MAX_CONTENT, validators=[RegexValidator(r"\S")])
     tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
 
 
@@ -89,7 +95,7 @@ class ForgetCommand(StrictSerializer):
     """[A2, P1] Take back your part of an entry."""
 
     _tag = serializers.ChoiceField(["Forget"], label="_tag")
-    id = StrictCharField(max_length=40)
+    id = StrictCharField(max_length=40, trim_whitespace=False)
 
 
 COMMANDS: dict[str, type[StrictSerializer]] = {"Remember": RememberCommand, "Forget": ForgetCommand}
@@ -178,7 +184,11 @@ LIMIT = OpenApiParameter(
     {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
     description="[A10] A page of at most this many; without it, all come back",
 )
-CURSOR = OpenApiParameter("cursor", str, description="[A10] `nextCursor` of the previous page")
+CURSOR = OpenApiParameter(
+    "cursor",
+    {"type": "string", "minLength": 1},
+    description="[A10] `nextCursor` of the previous page, for you and this bot only",
+)
 
 
 class MemoryViewSet(ScopedViewSet):

@@ -23,7 +23,9 @@ class MemoryPurgeViewSet(ScopedViewSet):
     class InputSerializer(StrictSerializer):
         # [A4] The service refuses other kinds too; the pattern tells clients beforehand.
         tag = StrictCharField(
-            max_length=200, validators=[RegexValidator(r"^(from|chat|org|channel):.*[^:]$")]
+            max_length=200,
+            trim_whitespace=False,
+            validators=[RegexValidator(r"^(from|chat|org|channel):.*[^:]$")],
         )
 
     @extend_schema(

@@ -1,5 +1,6 @@
 """[A7] Organization settings for org admins."""
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -7,6 +8,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from openbot.model_names import MAX_MODEL_NAME, MODEL_NAME_PATTERN
 from openbot.models import Organization
 from openbot.permissions import IsOrganizationAdmin
 from openbot.schema import errors
@@ -26,7 +28,12 @@ def settings_body(organization: Organization) -> dict:
 
 class OrganizationSettingsInput(StrictSerializer):
     botMemory = StrictBooleanField(required=False)
-    botMemoryModel = StrictCharField(required=False, allow_null=True, max_length=200, min_length=1)
+    botMemoryModel = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=MAX_MODEL_NAME,
+        validators=[RegexValidator(MODEL_NAME_PATTERN)],  # [A15] checked by the service too
+    )
 
 
 class OrganizationViewSet(ScopedViewSet):

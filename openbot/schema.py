@@ -25,6 +25,19 @@ class AutoSchema(SpectacularAutoSchema):
         view = owner.rpartition(".")[2].removesuffix("Api").removesuffix("ViewSet")
         return f"{view}{name.removesuffix('Serializer')}"
 
+    def get_operation_id(self) -> str:
+        """`<basename>_<action>` of the ViewSet, e.g. `memory_list`, `chat_turns` [A9]."""
+        basename = getattr(self.view, "basename", None)
+        action = getattr(self.view, "action", None)
+        if basename is None or action is None:
+            return str(super().get_operation_id())
+        return f"{basename}_{action}".replace("-", "_")
+
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        """No operation answers a bare array: a `list` action answers an object such as
+        `{"entries": [...]}`, which drf-spectacular would otherwise wrap in an array."""
+        return False
+
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         """[A13] A request body that refuses unknown fields says so: no other properties."""
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)

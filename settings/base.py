@@ -100,6 +100,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "OpenBot Bot Memory API",
     "VERSION": "1.0.0",
     "COMPONENT_SPLIT_REQUEST": True,
+    # [A13] A PATCH body keeps its required fields (`expected`): no all-optional "Patched…".
+    "COMPONENT_SPLIT_PATCH": False,
     "SERVE_INCLUDE_SCHEMA": False,
     "DESCRIPTION": (
         "OpenBot Bot Memory: a bot's memory as each person may see it, chats with the bot, and "

@@ -132,6 +132,8 @@ def test_a_cursor_of_another_reader_bot_or_list_is_refused(
         alice.get(url(world, "?limit=1&cursor=not-a-cursor")),
         alice.get(url(world, f"?limit=1&cursor={cursors['alice'][:-2]}")),
         alice.get(url(world, "/log?limit=1&cursor=")),
+        alice.get(url(world, "?limit=1&cursor=ü:ü:ü")),
+        alice.get(url(world, f"?limit=1&cursor={'x:' * 5_000}")),
     ]
     for response in refused:
         assert response.status_code == 400, response.json()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# [A13] Serve the API (gunicorn, settings.dev, a fresh SQLite database), create a token and
+# real ids, and run schemathesis over every operation of /v1/schema: >= 50 examples each,
+# every check. Exits non-zero on any failure; prints schemathesis' summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work="$(mktemp -d)"
+server=""
+cleanup() {
+  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+export DJANGO_SETTINGS_MODULE=settings.dev
+export DATABASE_URL="sqlite:///$work/db.sqlite3"
+export OPENBOT_SLOT_DIR="$work/slots"
+port="$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+base="http://127.0.0.1:$port"
+
+.venv/bin/python manage.py migrate --noinput -v0 2>/dev/null
+.venv/bin/python manage.py bootstrap > "$work/demo.json" 2>/dev/null
+
+.venv/bin/gunicorn openbot.wsgi -b "127.0.0.1:$port" -w 1 --threads 4 --timeout 120 \
+  --error-logfile "$work/server.log" --access-logfile /dev/null >>"$work/server.log" 2>&1 &
+server=$!
+
+# The demo's ids, one chat and one entry of its admin's, made through the API itself.
+eval "$(.venv/bin/python - "$work/demo.json" "$base" <<'PY'
+import json, sys, time, urllib.request
+
+demo = json.load(open(sys.argv[1]))
+base = sys.argv[2]
+headers = {"Authorization": f"Bearer {demo['token']}", "Content-Type": "application/json"}
+
+
+def call(path, body):
+    request = urllib.request.Request(
+        base + path, data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+for _ in range(100):
+    try:
+        urllib.request.urlopen(base + "/v1/schema", timeout=5).close()
+        break
+    except OSError:
+        time.sleep(0.2)
+chat = call("/v1/chats", {"bot": demo["bot"]})
+call(f"/v1/chats/{chat['id']}/turns", {"text": "I like green tea."})
+memory = f"/v1/bots/{demo['bot']}/memory"
+entry, _ = (call(memory, {"command": {"_tag": "Remember", "content": w}}) for w in ("tea", "cake"))
+
+
+def next_cursor(path):
+    request = urllib.request.Request(base + path, headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)["nextCursor"]
+
+
+print(f"export OPENBOT_SCHEMA_TOKEN={demo['token']}")
+print(f"export OPENBOT_SCHEMA_ORG={demo['organization']}")
+print(f"export OPENBOT_SCHEMA_BOT={demo['bot']}")
+print(f"export OPENBOT_SCHEMA_CHAT={chat['id']}")
+print(f"export OPENBOT_SCHEMA_ENTRY={entry['id']}")
+print(f"export OPENBOT_SCHEMA_CURSOR={next_cursor(memory + '?limit=1')}")
+print(f"export OPENBOT_SCHEMA_LOG_CURSOR={next_cursor(memory + '/log?limit=1')}")
+PY
+)"
+
+status=0
+.venv/bin/schemathesis --config-file .ci/schemathesis.toml run "$base/v1/schema?format=json" \
+  --url "$base" -H "Authorization: Bearer $OPENBOT_SCHEMA_TOKEN" \
+  --checks all --max-examples 50 --seed 1 --no-color \
+  --generation-database none > "$work/schemathesis.log" 2>&1 || status=$?
+if [ "$status" -ne 0 ]; then cat "$work/schemathesis.log"; echo "== server log"; tail -50 "$work/server.log"; fi
+# The summary: operations, phases, checks, counts, and its last line.
+sed -n '/SUMMARY/,$p' "$work/schemathesis.log"
+exit "$status"
