@@ -41,14 +41,8 @@ BOBS_NOTE = "Bob's door code is 4711-SECRET."
 ANSWERED = {("ok", ""), ("error", "bad_output"), ("timeout", "late")}
 CUT_OFF = {("timeout", "timeout")}
 # The safe texts a run may end with (never model output) [A12].
-RUN_ERRORS = {
-    "",
-    "learning is off for this chat",
-    "a learning step took longer than allowed",
-    "the model could not answer",
-    "the model's answer was unusable",
-    "the run failed too often",
-}
+# [A12] A run's error is a cause code, never model output.
+RUN_ERRORS = {"", *LearningRun.Error.values}
 
 
 class Client:
