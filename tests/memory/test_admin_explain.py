@@ -17,7 +17,7 @@ from tests.memory.test_decryptions import CryptoSpy
 
 
 def explain_page(staff: Client, entry: Entry, **params: str) -> str:
-    response = staff.get(reverse("admin:memory_entry_explain", args=[entry.id]), params)
+    response = staff.get(reverse("admin:memory_entry_explain", args=[quote(entry.id)]), params)
     assert response.status_code == 200
     return str(response.content.decode())
 
@@ -106,5 +106,5 @@ def test_an_unknown_entry_is_a_404_and_outsiders_are_sent_to_log_in(
 ) -> None:
     assert staff.get(reverse("admin:memory_entry_explain", args=["mem_nope"])).status_code == 404
     group, _ = group_world(world)
-    response = Client().get(reverse("admin:memory_entry_explain", args=[group.id]))
+    response = Client().get(reverse("admin:memory_entry_explain", args=[quote(group.id)]))
     assert response.status_code == 302 and "/login/" in response["Location"]

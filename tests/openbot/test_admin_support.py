@@ -499,7 +499,7 @@ def test_no_page_loads_an_encrypted_column_or_decrypts(
         (Entry, url(Entry, "changelist") + f"?q={support.world.bob.person.id}"),
         (
             Entry,
-            reverse("admin:memory_entry_explain", args=[support.group.id])
+            reverse("admin:memory_entry_explain", args=[quote(support.group.id)])
             + f"?bot={support.world.bot.id}&person={support.world.carol.person.id}",
         ),
     ]
