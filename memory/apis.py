@@ -41,7 +41,7 @@ from openbot.access import Caller
 from openbot.errors import NotFound, invalid
 from openbot.models import Bot
 from openbot.permissions import CanReadBot, CanWriteBot
-from openbot.schema import errors
+from openbot.schema import NO_NUL, errors
 from openbot.serializers import StrictCharField, StrictSerializer
 from openbot.viewsets import ScopedViewSet
 
@@ -86,8 +86,11 @@ class RememberCommand(StrictSerializer):
     """[A2] Add a pinned entry only you see."""
 
     _tag = serializers.ChoiceField(["Remember"], label="_tag")
-    # Stripped of surrounding whitespace; the pattern says what is left is not blank.
-    content = StrictCharField(max_length=MAX_CONTENT, validators=[RegexValidator(r"\S")])
+    # Stripped of surrounding whitespace; the pattern says what is left is not blank (and,
+    # like every string, holds no NUL).
+    content = StrictCharField(
+        max_length=MAX_CONTENT, validators=[RegexValidator(r"^[^\x00]*[^\s\x00][^\x00]*$")]
+    )
     tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
 
 
@@ -186,7 +189,7 @@ LIMIT = OpenApiParameter(
 )
 CURSOR = OpenApiParameter(
     "cursor",
-    {"type": "string", "minLength": 1},
+    {"type": "string", "minLength": 1, "pattern": NO_NUL},
     description="[A10] `nextCursor` of the previous page, for you and this bot only",
 )
 
@@ -208,7 +211,9 @@ class MemoryViewSet(ScopedViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "tags", str, description="Comma-separated; entries with all of them (at most 32)"
+                "tags",
+                {"type": "string", "pattern": NO_NUL},
+                description="Comma-separated; entries with all of them (at most 32)",
             ),
             LIMIT,
             CURSOR,

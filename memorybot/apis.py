@@ -25,7 +25,7 @@ class MemoryPurgeViewSet(ScopedViewSet):
         tag = StrictCharField(
             max_length=200,
             trim_whitespace=False,
-            validators=[RegexValidator(r"^(from|chat|org|channel):.*[^:]$")],
+            validators=[RegexValidator(r"^(from|chat|org|channel):[^\x00]*[^:\x00]$")],
         )
 
     @extend_schema(
