@@ -6,12 +6,16 @@ from typing import Any
 from memory.models import Entry
 from memory.serializers import EntryOutput
 from tests.conftest import World
-from tests.memory.builders import chat_for, fact, observation, say, set_status
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation, set_status
 
 
 def test_every_kind_of_entry_is_what_the_declared_fields_say(world: World) -> None:
-    chat = chat_for(world.alice, world.bot)
-    first, second = say(chat, world.alice), say(chat, world.alice)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    first, second = (
+        ItemFactory.create(chat=chat, person=world.alice.person),
+        ItemFactory.create(chat=chat, person=world.alice.person),
+    )
     kept = fact([first, second], content="Tea, not coffee.", topics=["drinks"])
     gone = fact([second], content="The build is green.")
     observation([kept], audience=f"for:person:{world.alice.person.id}", confidence=0.5)
