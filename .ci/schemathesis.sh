@@ -71,10 +71,31 @@ print(f"export OPENBOT_SCHEMA_LOG_CURSOR={next_cursor(memory + '/log?limit=1')}"
 PY
 )"
 
+# `DELETE /v1/chats/:chatId/items` empties the chat's history, a collection [C4, P3]: the chat
+# stays, and `GET …/items` answers 200 with `{"items": []}` afterwards, as a collection emptied
+# by DELETE does. schemathesis' use-after-free check (ST301) reads every DELETE that has a path
+# parameter as deleting one resource and wants that read to be a 404 (it spares only a DELETE
+# without path parameters as a collection), so it misreads ours. It is the one check left out,
+# for the whole run: `--checks all` on the command line overrides a per-operation switch in the
+# config file. The check only looks at reads after a DELETE, and that DELETE is our only one:
+# a new DELETE route stops this script until someone decides whether the check applies to it.
+deletes="$(.venv/bin/python - "$base" <<'PY'
+import json, sys, urllib.request
+
+with urllib.request.urlopen(sys.argv[1] + "/v1/schema?format=json", timeout=30) as response:
+    paths = json.load(response)["paths"]
+print(" ".join(sorted(o["operationId"] for p in paths.values() for m, o in p.items() if m == "delete")))
+PY
+)"
+if [ "$deletes" != "chat_items_delete" ]; then
+  echo "DELETE operations are now: $deletes; is use_after_free still misreading them all?" >&2
+  exit 1
+fi
+
 status=0
 .venv/bin/schemathesis --config-file .ci/schemathesis.toml run "$base/v1/schema?format=json" \
   --url "$base" -H "Authorization: Bearer $OPENBOT_SCHEMA_TOKEN" \
-  --checks all --max-examples 50 --seed 1 --no-color \
+  --checks all --exclude-checks use_after_free --max-examples 50 --no-color \
   --generation-database none > "$work/schemathesis.log" 2>&1 || status=$?
 if [ "$status" -ne 0 ]; then cat "$work/schemathesis.log"; echo "== server log"; tail -50 "$work/server.log"; fi
 # The summary: operations, phases, checks, counts, and its last line.

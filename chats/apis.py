@@ -1,8 +1,6 @@
 """[C4, C5, A6, A12] Chat routes: create, read, items, turns, and what the memory bot did."""
 
-from typing import Any
-
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
@@ -46,11 +44,6 @@ class ItemOutput(serializers.Serializer):
 
     def get_createdAt(self, item: Item) -> int:
         return to_ms(item.created_at)
-
-
-def inline_list(name: str, key: str, child: type[serializers.Serializer]) -> dict[int, Any]:
-    """The responses of a read that lists `child`s under `key`."""
-    return {200: inline_serializer(name=name, fields={key: child(many=True)}), **errors(401, 404)}
 
 
 class TurnOutput(serializers.Serializer):
@@ -100,6 +93,13 @@ class EnrichmentOutput(serializers.Serializer):
         return to_ms(enrichment.created_at)
 
 
+class RefusalOutput(serializers.Serializer):
+    """A refused change: its index in the model's answer and the reason code."""
+
+    change = serializers.IntegerField()
+    reason = serializers.CharField()
+
+
 class RunOutput(serializers.Serializer):
     id = serializers.CharField(source="pk")
     turn = serializers.CharField(source="turn_id")
@@ -107,7 +107,7 @@ class RunOutput(serializers.Serializer):
     createdAt = serializers.SerializerMethodField()
     endedAt = serializers.SerializerMethodField()
     applied = serializers.IntegerField()
-    refused = serializers.SerializerMethodField()
+    refused = RefusalOutput(source="refusals", many=True)
     error = serializers.SerializerMethodField()
 
     def get_createdAt(self, run: LearningRun) -> int:
@@ -115,12 +115,6 @@ class RunOutput(serializers.Serializer):
 
     def get_endedAt(self, run: LearningRun) -> int | None:
         return to_ms(run.finished_at) if run.finished_at else None
-
-    def get_refused(self, run: LearningRun) -> list[dict[str, Any]]:
-        """Per refused change: its index in the model's answer and the reason code."""
-        return [
-            {"change": refusal["change"], "reason": refusal["reason"]} for refusal in run.refusals
-        ]
 
     def get_error(self, run: LearningRun) -> str | None:
         return run.error or None
@@ -143,6 +137,18 @@ class ItemsOutput(serializers.Serializer):
 class TurnResult(serializers.Serializer):
     turn = TurnOutput()
     items = ItemOutput(many=True)
+
+
+class ConfessionsOutput(serializers.Serializer):
+    confessions = ConfessionOutput(many=True)
+
+
+class EnrichmentsOutput(serializers.Serializer):
+    enrichments = EnrichmentOutput(many=True)
+
+
+class LearningRunsOutput(serializers.Serializer):
+    runs = RunOutput(many=True)
 
 
 class ChatViewSet(ChatScopedViewSet):
@@ -211,24 +217,24 @@ class ChatViewSet(ChatScopedViewSet):
         )
         return Response(TurnResult(outcome).data, status=201)
 
-    @extend_schema(responses=inline_list("Confessions", "confessions", ConfessionOutput))
+    @extend_schema(responses={200: ConfessionsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def confessions(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] What the bot confided and the replies; review before showing to people."""
         confessions = readable(Confession.objects.filter(chat=self.chat).order_by("id"))
-        return Response({"confessions": ConfessionOutput(confessions, many=True).data})
+        return Response(ConfessionsOutput({"confessions": confessions}).data)
 
-    @extend_schema(responses=inline_list("Enrichments", "enrichments", EnrichmentOutput))
+    @extend_schema(responses={200: EnrichmentsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def enrichments(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] Per turn: the new text, the person's words and the entries used."""
         enrichments = readable(Enrichment.objects.filter(chat=self.chat).order_by("id"))
-        return Response({"enrichments": EnrichmentOutput(enrichments, many=True).data})
+        return Response(EnrichmentsOutput({"enrichments": enrichments}).data)
 
-    @extend_schema(responses=inline_list("LearningRuns", "runs", RunOutput))
+    @extend_schema(responses={200: LearningRunsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def learning(self, request: Request, chat_id: str) -> Response:
         """[A12, C5] The chat's learning runs, newest first: status, what applied, what was
         refused and why, as codes — never model output or content."""
         runs = learning_runs_of_chat(chat_id=self.chat.id)
-        return Response({"runs": RunOutput(runs, many=True).data})
+        return Response(LearningRunsOutput({"runs": runs}).data)

@@ -12,7 +12,6 @@ from drf_spectacular.utils import (
     PolymorphicProxySerializer,
     extend_schema,
     extend_schema_field,
-    inline_serializer,
 )
 from rest_framework import serializers
 from rest_framework.decorators import action
@@ -24,11 +23,12 @@ from memory.access import Reader
 from memory.models import Pool
 from memory.selectors import (
     change_log,
-    entry_body,
     entry_for_reader,
     entry_page_for_reader,
+    entry_row,
     pool_settings,
 )
+from memory.serializers import EntryOutput, ForgottenOutput, MemoryListOutput, MemoryLogOutput
 from memory.services import (
     MAX_CONTENT,
     TOPIC,
@@ -41,7 +41,7 @@ from openbot.access import Caller
 from openbot.errors import NotFound, invalid
 from openbot.models import Bot
 from openbot.permissions import CanReadBot, CanWriteBot
-from openbot.schema import errors
+from openbot.schema import NO_NUL, errors
 from openbot.serializers import StrictCharField, StrictSerializer
 from openbot.viewsets import ScopedViewSet
 
@@ -53,23 +53,6 @@ class StrictIntegerField(serializers.IntegerField):
         if not isinstance(data, int) or isinstance(data, bool):
             self.fail("invalid")
         return super().to_internal_value(data)
-
-
-ENTRY = inline_serializer(
-    name="Entry",
-    fields={
-        "id": serializers.CharField(),
-        "layer": serializers.ChoiceField(["fact", "observation", "pinned"]),
-        "content": serializers.CharField(),
-        "tags": serializers.ListField(child=serializers.CharField()),
-        "sources": serializers.ListField(child=serializers.DictField()),
-        "status": serializers.ChoiceField(["active", "invalidated", "retracted"]),
-        "createdAt": serializers.IntegerField(),
-        "updatedAt": serializers.IntegerField(),
-        "invalidatedAt": serializers.IntegerField(required=False),
-        "confidence": serializers.FloatField(required=False),
-    },
-)
 
 
 @extend_schema_field(
@@ -86,8 +69,11 @@ class RememberCommand(StrictSerializer):
     """[A2] Add a pinned entry only you see."""
 
     _tag = serializers.ChoiceField(["Remember"], label="_tag")
-    # Stripped of surrounding whitespace; the pattern says what is left is not blank.
-    content = StrictCharField(max_length=MAX_CONTENT, validators=[RegexValidator(r"\S")])
+    # Stripped of surrounding whitespace; the pattern says what is left is not blank (and,
+    # like every string, holds no NUL).
+    content = StrictCharField(
+        max_length=MAX_CONTENT, validators=[RegexValidator(r"^[^\x00]*[^\s\x00][^\x00]*$")]
+    )
     tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
 
 
@@ -134,14 +120,19 @@ def cursor_salt(view: "MemoryViewSet", kind: str) -> str:
 
 
 def page(
-    body: dict[str, Any], view: "MemoryViewSet", kind: str, limit: int | None, last: Any
+    output: type[serializers.Serializer],
+    listed: dict[str, Any],
+    view: "MemoryViewSet",
+    kind: str,
+    limit: int | None,
+    last: Any,
 ) -> Response:
     """[A10] A list's body; read with a `limit`, with `nextCursor` too (null at the end)."""
     if limit is not None:
-        body["nextCursor"] = (
+        listed["nextCursor"] = (
             None if last is None else signing.dumps(last, salt=cursor_salt(view, kind))
         )
-    return Response(body)
+    return Response(output(listed).data)
 
 
 def cursor_load(view: "MemoryViewSet", kind: str) -> Any:
@@ -186,7 +177,7 @@ LIMIT = OpenApiParameter(
 )
 CURSOR = OpenApiParameter(
     "cursor",
-    {"type": "string", "minLength": 1},
+    {"type": "string", "minLength": 1, "pattern": NO_NUL},
     description="[A10] `nextCursor` of the previous page, for you and this bot only",
 )
 
@@ -208,22 +199,14 @@ class MemoryViewSet(ScopedViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "tags", str, description="Comma-separated; entries with all of them (at most 32)"
+                "tags",
+                {"type": "string", "pattern": NO_NUL},
+                description="Comma-separated; entries with all of them (at most 32)",
             ),
             LIMIT,
             CURSOR,
         ],
-        responses={
-            200: inline_serializer(
-                name="MemoryList",
-                fields={
-                    "entries": serializers.ListField(child=ENTRY),
-                    "version": serializers.IntegerField(),
-                    "nextCursor": serializers.CharField(required=False, allow_null=True),
-                },
-            ),
-            **errors(400, 401, 404),
-        },
+        responses={200: MemoryListOutput, **errors(400, 401, 404)},
     )
     def list(self, request: Request, bot_id: str) -> Response:
         """[A1, A10, V6] Entries for you in your organization, the history included, in memory
@@ -241,9 +224,10 @@ class MemoryViewSet(ScopedViewSet):
             after=None if after is None else (after[0], after[1], after[2]),
             limit=limit,
         )
-        return page({"entries": entries, "version": version}, self, "entries", limit, last)
+        listed = {"entries": entries, "version": version}
+        return page(MemoryListOutput, listed, self, "entries", limit, last)
 
-    @extend_schema(responses={200: ENTRY, **errors(401, 404)})
+    @extend_schema(responses={200: EntryOutput, **errors(401, 404)})
     def retrieve(self, request: Request, bot_id: str, entry_id: str) -> Response:
         """[A11] One entry; unknown and invisible are the same 404: existence is not revealed."""
         entry = entry_for_reader(
@@ -251,16 +235,13 @@ class MemoryViewSet(ScopedViewSet):
         )
         if entry is None:
             raise NotFound(f"entry {entry_id} not found")
-        return Response(entry)
+        return Response(EntryOutput(entry).data)
 
     @extend_schema(
         request=BodySerializer,
         responses={
-            201: OpenApiResponse(ENTRY, description="Remember: the new pinned entry"),
-            200: OpenApiResponse(
-                inline_serializer(name="Forgotten", fields={"ok": serializers.BooleanField()}),
-                description="Forget: your part is taken back",
-            ),
+            201: OpenApiResponse(EntryOutput, description="Remember: the new pinned entry"),
+            200: OpenApiResponse(ForgottenOutput, description="Forget: your part is taken back"),
             **errors(400, 401, 404, 409),
         },
     )
@@ -286,9 +267,9 @@ class MemoryViewSet(ScopedViewSet):
                 content=command["content"],
                 topics=check_topics(command.get("tags", []), "command.tags"),
             )
-            return Response(entry_body(entry), status=201)
+            return Response(EntryOutput(entry_row(entry)).data, status=201)
         entry_forget(pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), entry_id=command["id"])
-        return Response({"ok": True})
+        return Response(ForgottenOutput({"ok": True}).data)
 
     @extend_schema(
         parameters=[
@@ -300,17 +281,7 @@ class MemoryViewSet(ScopedViewSet):
             LIMIT,
             CURSOR,
         ],
-        responses={
-            200: inline_serializer(
-                name="MemoryLog",
-                fields={
-                    "changes": serializers.ListField(child=serializers.DictField()),
-                    "version": serializers.IntegerField(),
-                    "nextCursor": serializers.CharField(required=False, allow_null=True),
-                },
-            ),
-            **errors(400, 401, 404),
-        },
+        responses={200: MemoryLogOutput, **errors(400, 401, 404)},
     )
     @action(detail=False, methods=["get"], url_path="log")
     def log(self, request: Request, bot_id: str) -> Response:
@@ -328,7 +299,8 @@ class MemoryViewSet(ScopedViewSet):
             since=int(raw) if after is None else int(after),
             limit=limit,
         )
-        return page({"changes": changes, "version": version}, self, "log", limit, last)
+        listed = {"changes": changes, "version": version}
+        return page(MemoryLogOutput, listed, self, "log", limit, last)
 
     @extend_schema(responses={200: MemoryBotOutput, **errors(401, 403, 404)})
     @action(

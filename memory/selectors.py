@@ -35,7 +35,7 @@ def pool_version(pool_id: str) -> int:
     return Pool.objects.filter(bot_id=pool_id).values_list("version", flat=True).first() or 0
 
 
-# The columns of the public format [E1, E4]; `content` is decrypted as it is read.
+# The columns of an entry's row [E1, E4]; `content` is decrypted as it is read.
 ENTRY_FIELDS = (
     "id",
     "layer",
@@ -48,51 +48,31 @@ ENTRY_FIELDS = (
 )
 
 
-def entry_body(entry: Entry) -> dict[str, Any]:
-    """The public format [E1, E4] of an entry just written, from the row in hand: nothing is
-    read back or decrypted, so there is nothing damaged to fail on [X5]."""
-    return _bodies([{name: getattr(entry, name) for name in ENTRY_FIELDS}])[0]
+def entry_row(entry: Entry) -> dict[str, Any]:
+    """An entry just written as `EntryOutput` shows it [E1, E4], from the row in hand: nothing
+    is read back or decrypted, so there is nothing damaged to fail on [X5]."""
+    return _with_tags_and_sources([{name: getattr(entry, name) for name in ENTRY_FIELDS}])[0]
 
 
-def _bodies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The public format of entry rows (`ENTRY_FIELDS`), with their tags and sources."""
+def _with_tags_and_sources(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entry rows (`ENTRY_FIELDS`) with their `tags` and `sources` (in order) added."""
     ids = [row["id"] for row in rows]
     tags: dict[str, list[str]] = defaultdict(list)
     for entry_id, tag in (
         EntryTag.objects.filter(entry_id__in=ids).order_by("id").values_list("entry_id", "tag")
     ):
         tags[entry_id].append(tag)
-    sources: dict[str, list[dict[str, str | None]]] = defaultdict(list)
-    for entry_id, chat_id, item_seq, source_entry_id in (
+    sources: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for source in (
         EntrySource.objects.filter(entry_id__in=ids)
         .order_by("entry_id", "position")
-        .values_list("entry_id", "chat_id", "item_seq", "source_entry_id")
+        .values("entry_id", "chat_id", "item_seq", "source_entry_id")
     ):
-        source: dict[str, str | None] = (
-            {"entry": source_entry_id}
-            if source_entry_id is not None
-            else {"chat": chat_id, "item": f"i-{item_seq}"}
-        )
-        sources[entry_id].append(source)
-    bodies = []
+        sources[source["entry_id"]].append(dict(source))
     for row in rows:
-        entry_id = row["id"]
-        body: dict[str, Any] = {
-            "id": entry_id,
-            "layer": row["layer"],
-            "content": row["content"],
-            "tags": tags[entry_id],
-            "sources": sources[entry_id],
-            "status": row["status"],
-            "createdAt": row["created_at"],
-            "updatedAt": row["updated_at"],
-        }
-        if row["invalidated_at"] is not None:
-            body["invalidatedAt"] = row["invalidated_at"]
-        if row["layer"] == Entry.Layer.OBSERVATION:
-            body["confidence"] = row["confidence"]
-        bodies.append(body)
-    return bodies
+        row["tags"] = tags[row["id"]]
+        row["sources"] = sources[row["id"]]
+    return rows
 
 
 # A place in memory order [E6]: (rank, updatedAt, id) of the last entry of a page.
@@ -129,7 +109,8 @@ def entry_page_for_reader(
         if limit is None:
             # Every visible entry is in the response, so its content is read in the same
             # query; [X5] an entry no key opens is left out of it.
-            return _bodies(readable_values(entries, *ENTRY_FIELDS)), pool_version(pool_id), None
+            bodies = _with_tags_and_sources(readable_values(entries, *ENTRY_FIELDS))
+            return bodies, pool_version(pool_id), None
         # The page's places first (no content), then the content of exactly those entries.
         places = list(entries.values_list("rank", "updated_at", "id")[: limit + 1])
         page = places[:limit]
@@ -139,18 +120,20 @@ def entry_page_for_reader(
                 Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page]), *ENTRY_FIELDS
             )
         }
-        bodies = _bodies([rows[entry_id] for _, _, entry_id in page if entry_id in rows])
+        bodies = _with_tags_and_sources(
+            [rows[entry_id] for _, _, entry_id in page if entry_id in rows]
+        )
         return bodies, pool_version(pool_id), page[-1] if len(places) > limit else None
 
 
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:
-    """[A11] One entry in the public format if the reader may see it (history included [V6]),
+    """[A11] One entry's row (as `entry_row`) if the reader may see it (history included [V6]),
     else None; [X5] an entry no key opens is None too."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         rows = readable_values(entries.filter(id=entry_id), *ENTRY_FIELDS)
-        return _bodies(rows)[0] if rows else None
+        return _with_tags_and_sources(rows)[0] if rows else None
 
 
 def _contents(ids: list[str]) -> dict[str, str]:

@@ -2,12 +2,12 @@
 of what it purges [P4]; URL, body and answers are those of the memory routes."""
 
 from django.core.validators import RegexValidator
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from memory.serializers import PurgedOutput
 from memorybot.purge import memory_purge
 from openbot.permissions import CanWriteBot
 from openbot.schema import errors
@@ -25,13 +25,13 @@ class MemoryPurgeViewSet(ScopedViewSet):
         tag = StrictCharField(
             max_length=200,
             trim_whitespace=False,
-            validators=[RegexValidator(r"^(from|chat|org|channel):.*[^:]$")],
+            validators=[RegexValidator(r"^(from|chat|org|channel):[^\x00]*[^:\x00]$")],
         )
 
     @extend_schema(
         request=InputSerializer,
         responses={
-            200: inline_serializer(name="Purged", fields={"removed": serializers.IntegerField()}),
+            200: PurgedOutput,
             **errors(400, 401, 403, 404),
         },
     )
@@ -40,6 +40,5 @@ class MemoryPurgeViewSet(ScopedViewSet):
         reading content; only the count comes back."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return Response(
-            {"removed": memory_purge(pool_id=self.bot.id, tag=serializer.validated_data["tag"])}
-        )
+        removed = memory_purge(pool_id=self.bot.id, tag=serializer.validated_data["tag"])
+        return Response(PurgedOutput({"removed": removed}).data)

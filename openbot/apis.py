@@ -9,7 +9,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from openbot.model_names import MAX_MODEL_NAME, MODEL_NAME_PATTERN
-from openbot.models import Organization
 from openbot.permissions import IsOrganizationAdmin
 from openbot.schema import errors
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
@@ -20,10 +19,6 @@ from openbot.viewsets import ScopedViewSet
 class OrganizationSettingsOutput(serializers.Serializer):
     botMemory = serializers.BooleanField(source="bot_memory")
     botMemoryModel = serializers.CharField(source="bot_memory_model", allow_null=True)
-
-
-def settings_body(organization: Organization) -> dict:
-    return dict(OrganizationSettingsOutput(organization).data)
 
 
 class OrganizationSettingsInput(StrictSerializer):
@@ -47,7 +42,7 @@ class OrganizationViewSet(ScopedViewSet):
     @action(detail=True, methods=["get"], url_path="settings")
     def organization_settings(self, request: Request, org_id: str) -> Response:
         """[A7] Whether the memory bot works for the organization, and its model."""
-        return Response(settings_body(self.organization))
+        return Response(OrganizationSettingsOutput(self.organization).data)
 
     @extend_schema(
         request=OrganizationSettingsInput,
@@ -65,4 +60,4 @@ class OrganizationViewSet(ScopedViewSet):
             bot_memory_model=data.get("botMemoryModel"),
             clear_model="botMemoryModel" in data and data["botMemoryModel"] is None,
         )
-        return Response(settings_body(organization))
+        return Response(OrganizationSettingsOutput(organization).data)

@@ -10,6 +10,9 @@ from rest_framework import serializers
 
 from openbot.serializers import StrictSerializer
 
+# A string without NUL characters, as a pattern of the schema (ECMA and Python regex alike).
+NO_NUL = r"^[^\x00]*$"
+
 
 class AutoSchema(SpectacularAutoSchema):
     """Names a view's nested serializers after the view.
@@ -41,8 +44,17 @@ class AutoSchema(SpectacularAutoSchema):
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         """[A13] A request body that refuses unknown fields says so: no other properties."""
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
-        if direction == "request" and isinstance(serializer, StrictSerializer):
+        if direction != "request":
+            return schema
+        if isinstance(serializer, StrictSerializer):
             schema["additionalProperties"] = False
+        # A request string says it holds no NUL (DRF's CharField refuses NUL, PostgreSQL text
+        # cannot hold it); a field with a pattern of its own says so in that pattern.
+        for name, field in serializer.fields.items():
+            if isinstance(field, serializers.CharField):
+                value = schema["properties"][name]
+                if value.get("type") == "string" and "pattern" not in value:
+                    value["pattern"] = NO_NUL
         return schema
 
 

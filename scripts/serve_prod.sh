@@ -48,6 +48,7 @@ fi
 
 "$PY" -c 'import os, bench.__main__ as b; b.database_ensure(os.environ["DATABASE_URL"])'
 "$PY" manage.py migrate --noinput -v0
+"$PY" manage.py collectstatic --noinput -v0  # [A13] the docs' and the admin's assets
 
 # Each server runs as a job in a process group of its own (job control on), so Ctrl-C reaches
 # only this script, which asks each of them once to stop gracefully: a second signal would

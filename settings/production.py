@@ -4,7 +4,7 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from settings.base import *  # noqa: F403
-from settings.base import DATABASES, OPENBOT_ENCRYPTION_KEYS, dramatiq_broker
+from settings.base import DATABASES, MIDDLEWARE, OPENBOT_ENCRYPTION_KEYS, dramatiq_broker
 from settings.env import env_bool, env_float, env_list, env_required, env_str
 
 DEBUG = False
@@ -28,6 +28,20 @@ DATABASES["default"]["CONN_MAX_AGE"] = round(env_float("DATABASE_CONN_MAX_AGE", 
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or ["localhost"]
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+# [A13] Static files (the docs UI's bundled assets, the admin's): `manage.py collectstatic`
+# gathers them into STATIC_ROOT once per release, compressed and with hashed names that
+# browsers may cache for ever; WhiteNoise serves them from there, so gunicorn alone serves
+# /v1/docs whole. (Development's runserver serves them from the apps without either.)
+MIDDLEWARE = [
+    *MIDDLEWARE[: MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1],
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    *MIDDLEWARE[MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1 :],
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -4,7 +4,7 @@
 - bob: member of org A with `read` on the bot (through the organization grant).
 - carol: member of org A, in the channel with alice; `read` through the organization.
 - dave: an outsider, admin of org B, with a bot of his own.
-Everything is built through the real services.
+Everything is built with the factories of `tests.factories`, through the real services.
 """
 
 from collections.abc import Iterator
@@ -17,25 +17,15 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from chats.models import Turn
-from openbot import services
-from openbot.access import Caller
-from openbot.models import Bot, Channel, Organization, Person
-
-
-@dataclass
-class Actor:
-    person: Person
-    organization: Organization
-    token: str
-
-    @property
-    def caller(self) -> Caller:
-        return Caller(person=self.person, organization=self.organization)
-
-    def client(self) -> APIClient:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.token}")
-        return client
+from openbot.models import Bot, Channel, Organization
+from tests.factories import (
+    Actor,
+    ActorFactory,
+    BotFactory,
+    ChannelFactory,
+    GrantFactory,
+    OrganizationFactory,
+)
 
 
 @dataclass
@@ -55,26 +45,20 @@ class World:
         return value
 
 
-def make_actor(organization: Organization, name: str, admin: bool = False) -> Actor:
-    person = services.person_create(organization=organization, name=name, admin=admin)
-    token = services.token_create(person=person, organization=organization)
-    return Actor(person=person, organization=organization, token=token)
-
-
 @pytest.fixture
 def world(db: Any) -> World:
-    org = services.organization_create(name="Org A")
-    other_org = services.organization_create(name="Org B")
-    alice = make_actor(org, "alice", admin=True)
-    bob = make_actor(org, "bob")
-    carol = make_actor(org, "carol")
-    dave = make_actor(other_org, "dave", admin=True)
-    bot = services.bot_create(organization=org, name="helper")
-    services.grant_set(bot=bot, level="read", organization=org)
-    services.grant_set(bot=bot, level="write", person=alice.person)
-    other_bot = services.bot_create(organization=other_org, name="theirs")
-    services.grant_set(bot=other_bot, level="write", organization=other_org)
-    channel = services.channel_create(organization=org, members=[alice.person, carol.person])
+    org = OrganizationFactory.create(name="Org A")
+    other_org = OrganizationFactory.create(name="Org B")
+    alice = ActorFactory.create(organization=org, name="alice", admin=True)
+    bob = ActorFactory.create(organization=org, name="bob")
+    carol = ActorFactory.create(organization=org, name="carol")
+    dave = ActorFactory.create(organization=other_org, name="dave", admin=True)
+    bot = BotFactory.create(organization=org, name="helper")
+    GrantFactory.create(bot=bot, level="read", organization=org)
+    GrantFactory.create(bot=bot, level="write", person=alice.person)
+    other_bot = BotFactory.create(organization=other_org, name="theirs")
+    GrantFactory.create(bot=other_bot, level="write", organization=other_org)
+    channel = ChannelFactory.create(organization=org, members=[alice.person, carol.person])
     return World(
         org=org,
         other_org=other_org,

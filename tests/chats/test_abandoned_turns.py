@@ -15,12 +15,16 @@ from memorybot.learning import learning_run_create
 from memorybot.models import LearningRun
 from memorybot.worker import ABANDONED_AFTER_DEADLINE_SECONDS
 from tests.conftest import World
-from tests.memory.builders import chat_for
+from tests.factories import ChatFactory
 
 
 def started(world: World, seconds_ago: float) -> Turn:
     """A turn whose process stopped right after storing the person's item."""
-    turn = turn_start(chat=chat_for(world.alice, world.bot), person=world.alice.person, text="Hi")
+    turn = turn_start(
+        chat=ChatFactory.create(owner=world.alice, bot=world.bot),
+        person=world.alice.person,
+        text="Hi",
+    )
     Turn.objects.filter(pk=turn.pk).update(
         started_at=timezone.now() - timedelta(seconds=seconds_ago)
     )

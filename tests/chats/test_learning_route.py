@@ -12,9 +12,9 @@ from memorybot.learning import learning_run_process
 from memorybot.models import LearningRun
 from openbot.models import Organization
 from tests.conftest import World
+from tests.factories import ChatFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.learning_world import (
-    chat_of,
     confided_turn,
     fact_change,
     learning_answer,
@@ -35,7 +35,7 @@ def runs(world: World, chat: Chat) -> list[dict[str, Any]]:
 
 def learned_turn(world: World, fake: FakeOpenAI) -> tuple[Chat, Turn]:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, CANARY)
     return chat, turn
 
@@ -113,13 +113,15 @@ def test_learning_off_ends_the_run_with_its_code(world: World, fake_openai: Fake
 
 def test_the_turn_response_names_its_learning_run(world: World, fake_openai: FakeOpenAI) -> None:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     response = world.alice.client().post(
         f"/v1/chats/{chat.id}/turns", {"text": "Remember the heron."}, format="json"
     )
     assert response.status_code == 201
     assert response.json()["turn"]["learningRun"] == str(LearningRun.objects.get().pk)
-    test_chat = chat_of(world.alice, world.bot, test=True)  # [W8] no confide, no run
+    test_chat = ChatFactory.create(
+        owner=world.alice, bot=world.bot, test=True
+    )  # [W8] no confide, no run
     response = world.alice.client().post(
         f"/v1/chats/{test_chat.id}/turns", {"text": "Hello."}, format="json"
     )
@@ -127,7 +129,7 @@ def test_the_turn_response_names_its_learning_run(world: World, fake_openai: Fak
 
 
 def test_only_the_chats_owner_reads_its_runs(world: World, anon: Any) -> None:
-    chat = chat_of(world.alice, world.bot, channel=world.channel)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
     url = f"/v1/chats/{chat.id}/learning"
     assert anon.get(url).status_code == 401
     assert world.alice.client().get(url).status_code == 200

@@ -1,37 +1,19 @@
 """Small builders for memory tests, all through the real services.
 
-Chats and items go through `chats.services`; entries through `memory.services`, with the
-OpenBot-owned tags and the access evidence built the way learning builds them [V2, V3, W7]:
+Chats and items come from `tests.factories`; learned entries go through `memory.services`,
+with the OpenBot-owned tags and the access evidence built the way learning builds them [V2, V3, W7]:
 a fact is `from:` the stored turn persons of its items and `for:` the person of the turn (a
 private chat) or the channel group (a group chat).
 """
 
 from collections.abc import Iterable
 
-from chats import services as chat_services
 from chats.models import Chat, Item
 from memory.models import Change, Entry, EntryTag
 from memory.services import ItemEvidence, entry_create_in, entry_set_status_in, pool_change
-from openbot.models import Bot, Channel
-from tests.conftest import Actor
 
 # The OpenBot-owned tags an observation carries over from its sources, so purge reaches it.
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
-
-
-def chat_for(actor: Actor, bot: Bot, channel: Channel | None = None) -> Chat:
-    """A chat owned by `actor` (a group chat when `channel` is given)."""
-    return chat_services.chat_create(
-        caller=actor.caller, bot_id=bot.id, channel_id=channel.id if channel else None, test=False
-    )
-
-
-def say(chat: Chat, actor: Actor, text: str = "something worth keeping") -> Item:
-    """`actor` takes a turn in `chat` that the bot leaves unanswered (every turn ends [C6]);
-    returns the turn's input item."""
-    turn = chat_services.turn_start(chat=chat, person=actor.person, text=text)
-    chat_services.turn_end(turn=turn)
-    return Item.objects.get(chat=chat, seq=turn.input_seq)
 
 
 def fact(

@@ -12,7 +12,8 @@ from memory.models import Entry
 from memory.services import entry_forget
 from openbot import services
 from tests.conftest import World
-from tests.memory.builders import chat_for, fact, observation, say, set_status
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation, set_status
 from tests.memory.test_decryptions import CryptoSpy
 
 
@@ -24,7 +25,14 @@ def explain_page(staff: Client, entry: Entry, **params: str) -> str:
 
 def group_world(world: World) -> tuple[Entry, Entry]:
     """carol's fact in the channel's group chat, and a conclusion over it for the group."""
-    group = fact([say(chat_for(world.alice, world.bot, world.channel), world.carol)])
+    group = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel),
+                person=world.carol.person,
+            )
+        ]
+    )
     conclusion = observation([group], audience=f"for:channel:{world.channel.id}")
     return group, conclusion
 

@@ -16,7 +16,8 @@ from memory.models import Change, Entry, Evidence
 from openbot import services
 from openbot.fields import EncryptionKeyError, encrypted_tables
 from tests.conftest import World
-from tests.memory.builders import chat_for, fact, observation, say, set_status
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation, set_status
 
 K1, K2, K3 = (Fernet.generate_key().decode() for _ in range(3))
 
@@ -39,12 +40,21 @@ def refuse_decryption(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def build_pool(world: World) -> dict[str, Entry]:
     """Two facts of alice (one invalidated), a group fact, an observation, bob's pin."""
-    chat = chat_for(world.alice, world.bot)
-    mine = fact([say(chat, world.alice, "I book the trains")], topics=["trip-planning", "rail"])
-    old = fact([say(chat, world.alice, "I fly")], topics=["trip-planning"])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    mine = fact(
+        [ItemFactory.create(chat=chat, person=world.alice.person, text="I book the trains")],
+        topics=["trip-planning", "rail"],
+    )
+    old = fact(
+        [ItemFactory.create(chat=chat, person=world.alice.person, text="I fly")],
+        topics=["trip-planning"],
+    )
     set_status(old, Entry.Status.INVALIDATED)
-    group_chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(group_chat, world.carol, "Standup is at nine")], topics=["team"])
+    group_chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact(
+        [ItemFactory.create(chat=group_chat, person=world.carol.person, text="Standup is at nine")],
+        topics=["team"],
+    )
     seen = observation([group], audience=f"for:channel:{world.channel.id}", topics=["team"])
     pin = world.bob.client().post(
         f"/v1/bots/{world.bot.id}/memory",
@@ -273,8 +283,11 @@ def test_reencrypt_never_overwrites_a_live_write(
 ) -> None:
     """A value written between the batch's read and its update is kept, not rotated over."""
     settings.OPENBOT_ENCRYPTION_KEYS = [K1]
-    chat = chat_for(world.alice, world.bot)
-    first, second = say(chat, world.alice, "first"), say(chat, world.alice, "second")
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    first, second = (
+        ItemFactory.create(chat=chat, person=world.alice.person, text="first"),
+        ItemFactory.create(chat=chat, person=world.alice.person, text="second"),
+    )
     settings.OPENBOT_ENCRYPTION_KEYS = [K2, K1]
     real_rotate = reencrypt.rotate
 

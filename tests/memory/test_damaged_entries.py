@@ -17,13 +17,13 @@ from memory.models import Change, Entry
 from memory.selectors import context, learning_context
 from memorybot.models import Enrichment
 from tests.conftest import Actor, World
-from tests.memory.builders import chat_for, fact, say
+from tests.factories import ChatFactory, EntryFactory, ItemFactory
+from tests.memory.builders import fact
 from tests.memorybot.scenes import (
     OFFLINE_MODEL,
     bot_model_set,
     chat_open,
     memory_model_set,
-    remember,
     take_turn,
 )
 from tests.openbot.damage import flip_a_byte, stored_value
@@ -38,10 +38,18 @@ CONTENTS = [
 @pytest.fixture
 def pool(world: World) -> list[Entry]:
     """Alice's three entries (two pins and a fact) and one pin of bob's."""
-    entries = [remember(world.alice, world.bot, content) for content in CONTENTS[:2]]
-    chat = chat_for(world.alice, world.bot)
-    entries.append(fact([say(chat, world.alice, CONTENTS[2])], content=CONTENTS[2]))
-    remember(world.bob, world.bot, "Bob prefers the early train")
+    entries = [
+        EntryFactory.create(author=world.alice, bot=world.bot, content=content)
+        for content in CONTENTS[:2]
+    ]
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    entries.append(
+        fact(
+            [ItemFactory.create(chat=chat, person=world.alice.person, text=CONTENTS[2])],
+            content=CONTENTS[2],
+        )
+    )
+    EntryFactory.create(author=world.bob, bot=world.bot, content="Bob prefers the early train")
     return entries
 
 

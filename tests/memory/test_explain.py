@@ -27,7 +27,8 @@ from memory.services import (
 from openbot import services
 from openbot.models import Bot
 from tests.conftest import Actor, World
-from tests.memory.builders import chat_for, fact, observation, say, set_status
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation, set_status
 from tests.memory.test_access_property import (
     PoolModel,
     RefReader,
@@ -123,12 +124,25 @@ def person_args(world: World, bot: Bot, actor: Actor, entry: str, *more: str) ->
 
 
 def private_fact(world: World, actor: Actor) -> Entry:
-    return fact([say(chat_for(actor, world.bot), actor)])
+    return fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=actor, bot=world.bot), person=actor.person
+            )
+        ]
+    )
 
 
 def group_fact(world: World) -> Entry:
     """carol says it in the group chat of the channel (alice and carol)."""
-    return fact([say(chat_for(world.alice, world.bot, world.channel), world.carol)])
+    return fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel),
+                person=world.carol.person,
+            )
+        ]
+    )
 
 
 def test_a_visible_entry_fails_no_clause(world: World, crypto: CryptoSpy) -> None:

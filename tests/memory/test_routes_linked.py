@@ -8,8 +8,9 @@ import pytest
 from memory.models import Entry, EntryTag
 from openbot import services
 from openbot.models import Bot
-from tests.conftest import Actor, World, make_actor
-from tests.memory.builders import chat_for, fact, say
+from tests.conftest import Actor, World
+from tests.factories import ActorFactory, ChatFactory, ItemFactory
+from tests.memory.builders import fact
 
 
 @dataclass
@@ -37,7 +38,13 @@ def entry_ids(actor: Actor, bot: Bot) -> list[str]:
 def test_learning_through_a_linked_bot_goes_to_the_source_pool(
     world: World, linked: Linked
 ) -> None:
-    daves = fact([say(chat_for(world.dave, linked.bot), world.dave)])
+    daves = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.dave, bot=linked.bot), person=world.dave.person
+            )
+        ]
+    )
 
     assert daves.bot_id == world.bot.id
     assert EntryTag.objects.filter(entry=daves, tag=f"org:{world.other_org.id}").exists()
@@ -47,8 +54,21 @@ def test_learning_through_a_linked_bot_goes_to_the_source_pool(
 
 def test_entries_of_one_organization_are_seen_only_there(world: World, linked: Linked) -> None:
     """[V4](b) carol in both organizations sees each organization's entries only there."""
-    in_a = fact([say(chat_for(world.carol, world.bot), world.carol)])
-    in_b = fact([say(chat_for(linked.carol_b, linked.bot), linked.carol_b)])
+    in_a = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.carol, bot=world.bot), person=world.carol.person
+            )
+        ]
+    )
+    in_b = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=linked.carol_b, bot=linked.bot),
+                person=linked.carol_b.person,
+            )
+        ]
+    )
 
     assert entry_ids(world.carol, world.bot) == [in_a.id]
     assert entry_ids(linked.carol_b, linked.bot) == [in_b.id]
@@ -79,8 +99,20 @@ def test_remember_through_a_linked_bot(world: World, linked: Linked) -> None:
 
 
 def test_the_log_through_a_linked_bot_is_the_pools_log(world: World, linked: Linked) -> None:
-    fact([say(chat_for(world.alice, world.bot), world.alice)])
-    daves = fact([say(chat_for(world.dave, linked.bot), world.dave)])
+    fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ]
+    )
+    daves = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.dave, bot=linked.bot), person=world.dave.person
+            )
+        ]
+    )
 
     body = world.dave.client().get(f"/v1/bots/{linked.bot.id}/memory/log").json()
 
@@ -104,7 +136,13 @@ def test_settings_and_purge_need_the_bot_that_is_not_linked(
     world: World, linked: Linked, method: str, path: str, body: Any
 ) -> None:
     """[H4, A4, A5] write on a linked bot never counts: 403, and nothing changes."""
-    daves = fact([say(chat_for(world.dave, linked.bot), world.dave)])
+    daves = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.dave, bot=linked.bot), person=world.dave.person
+            )
+        ]
+    )
     client = world.dave.client()
 
     response = getattr(client, method)(
@@ -121,8 +159,20 @@ def test_settings_and_purge_need_the_bot_that_is_not_linked(
 
 def test_the_source_bots_writer_purges_across_organizations(world: World, linked: Linked) -> None:
     """[A4] The pool is one: purging `org:` of the linked organization removes its entries."""
-    daves = fact([say(chat_for(world.dave, linked.bot), world.dave)])
-    alices = fact([say(chat_for(world.alice, world.bot), world.alice)])
+    daves = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.dave, bot=linked.bot), person=world.dave.person
+            )
+        ]
+    )
+    alices = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ]
+    )
 
     response = world.alice.client().post(
         f"/v1/bots/{world.bot.id}/memory/purge",
@@ -136,7 +186,7 @@ def test_the_source_bots_writer_purges_across_organizations(world: World, linked
 
 
 def test_a_linked_bot_without_a_grant_is_not_found(world: World, linked: Linked) -> None:
-    erin = make_actor(world.other_org, "erin")
+    erin = ActorFactory.create(organization=world.other_org, name="erin")
     assert entry_ids(erin, linked.bot) == []  # read through her organization's grant
     unshared = services.bot_link(
         bot=services.bot_create(organization=world.org, name="private"),

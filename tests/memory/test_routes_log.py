@@ -7,7 +7,8 @@ import pytest
 from memory.models import Change, Entry
 from memory.services import ItemEvidence, entry_create_in, pool_change
 from tests.conftest import Actor, World, error_fields
-from tests.memory.builders import chat_for, fact, say, set_status
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, set_status
 
 
 def log(actor: Actor, world: World, query: str = "") -> dict[str, Any]:
@@ -31,8 +32,10 @@ def remember(actor: Actor, world: World) -> str:
 
 
 def test_log_lists_changes_of_entries_you_may_see(world: World) -> None:
-    chat = chat_for(world.alice, world.bot)
-    learned = fact([say(chat, world.alice)])  # version 1, by the memory bot
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    learned = fact(
+        [ItemFactory.create(chat=chat, person=world.alice.person)]
+    )  # version 1, by the memory bot
     pinned = remember(world.alice, world)  # version 2, by alice
     remember(world.bob, world)  # version 3: only bob's
 
@@ -50,8 +53,14 @@ def test_log_lists_changes_of_entries_you_may_see(world: World) -> None:
 
 def test_a_change_shows_only_the_ids_you_may_see(world: World) -> None:
     """One learning apply touching alice's and bob's entries shows each only their own."""
-    alices_chat, bobs_chat = chat_for(world.alice, world.bot), chat_for(world.bob, world.bot)
-    alices_item, bobs_item = say(alices_chat, world.alice), say(bobs_chat, world.bob)
+    alices_chat, bobs_chat = (
+        ChatFactory.create(owner=world.alice, bot=world.bot),
+        ChatFactory.create(owner=world.bob, bot=world.bot),
+    )
+    alices_item, bobs_item = (
+        ItemFactory.create(chat=alices_chat, person=world.alice.person),
+        ItemFactory.create(chat=bobs_chat, person=world.bob.person),
+    )
     with pool_change(pool_id=world.bot.id, by=Change.By.MEMORY_BOT) as change:
         created = [
             entry_create_in(
@@ -92,9 +101,9 @@ def test_since_keeps_only_later_changes(world: World) -> None:
 
 def test_changes_of_entries_you_may_no_longer_see_are_left_out(world: World) -> None:
     """Access is checked now: after Forget retracts an entry its changes leave the log."""
-    chat = chat_for(world.alice, world.bot)
-    learned = fact([say(chat, world.alice)])
-    invalidated = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    learned = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
+    invalidated = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     set_status(invalidated, Entry.Status.INVALIDATED)
     world.alice.client().post(
         f"/v1/bots/{world.bot.id}/memory",

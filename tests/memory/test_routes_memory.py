@@ -6,7 +6,8 @@ import pytest
 
 from memory.models import Entry, EntryTag, Exclusion
 from tests.conftest import Actor, World, error_fields
-from tests.memory.builders import chat_for, fact, observation, say, set_status
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation, set_status
 
 # [E1, E4] Every entry shows exactly these fields; `invalidatedAt` and `confidence` only where
 # they apply. Nothing private (evidence, exclusions) ever appears.
@@ -49,8 +50,11 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_entries_have_exactly_the_public_fields(world: World, clock: list[int]) -> None:
-    chat = chat_for(world.alice, world.bot)
-    first, second = say(chat, world.alice), say(chat, world.alice)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    first, second = (
+        ItemFactory.create(chat=chat, person=world.alice.person),
+        ItemFactory.create(chat=chat, person=world.alice.person),
+    )
     kept = fact(
         [first], content="Run the tests before you report that work is done.", topics=["testing"]
     )
@@ -89,26 +93,36 @@ def test_entries_have_exactly_the_public_fields(world: World, clock: list[int]) 
 
 def test_memory_order_is_pinned_then_newest_then_id(world: World, clock: list[int]) -> None:
     """[E6] Pinned first, then updatedAt descending, then id ascending."""
-    chat = chat_for(world.alice, world.bot)
-    old = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    old = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     clock[0] += 10
-    same_time = sorted([fact([say(chat, world.alice)]).id, fact([say(chat, world.alice)]).id])
+    same_time = sorted(
+        [
+            fact([ItemFactory.create(chat=chat, person=world.alice.person)]).id,
+            fact([ItemFactory.create(chat=chat, person=world.alice.person)]).id,
+        ]
+    )
     old_pin = remember(world.alice, world, "an older pin")
     clock[0] += 10
     new_pin = remember(world.alice, world, "a newer pin")
     clock[0] += 10
-    newest = fact([say(chat, world.alice)])
+    newest = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
 
     assert ids(world.alice, world) == [new_pin, old_pin, newest.id, *same_time, old.id]
 
 
 def test_tags_keep_only_entries_with_all_of_them(world: World) -> None:
-    chat = chat_for(world.alice, world.bot)
-    both = fact([say(chat, world.alice)], topics=["testing", "trip-planning"])
-    testing = fact([say(chat, world.alice)], topics=["testing"])
-    fact([say(chat, world.alice)], topics=["trip-planning"])
-    other_chat = chat_for(world.alice, world.bot)
-    elsewhere = fact([say(other_chat, world.alice)], topics=["testing"])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    both = fact(
+        [ItemFactory.create(chat=chat, person=world.alice.person)],
+        topics=["testing", "trip-planning"],
+    )
+    testing = fact([ItemFactory.create(chat=chat, person=world.alice.person)], topics=["testing"])
+    fact([ItemFactory.create(chat=chat, person=world.alice.person)], topics=["trip-planning"])
+    other_chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    elsewhere = fact(
+        [ItemFactory.create(chat=other_chat, person=world.alice.person)], topics=["testing"]
+    )
 
     assert set(ids(world.alice, world, "?tags=testing")) == {both.id, testing.id, elsewhere.id}
     assert ids(world.alice, world, "?tags=testing,trip-planning") == [both.id]
@@ -121,10 +135,10 @@ def test_tags_keep_only_entries_with_all_of_them(world: World) -> None:
 
 def test_history_shows_invalidated_but_never_retracted(world: World) -> None:
     """[E5, V6] An invalidated entry stays in the history; a retracted one is gone."""
-    chat = chat_for(world.alice, world.bot)
-    active = fact([say(chat, world.alice)])
-    invalidated = fact([say(chat, world.alice)])
-    retracted = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    active = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
+    invalidated = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
+    retracted = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     set_status(invalidated, Entry.Status.INVALIDATED)
     set_status(retracted, Entry.Status.RETRACTED)
 
@@ -135,8 +149,8 @@ def test_history_shows_invalidated_but_never_retracted(world: World) -> None:
 
 def test_conclusions_of_an_invalidated_source_are_hidden(world: World) -> None:
     """[V6] An invalidated source hides every conclusion that depends on it."""
-    chat = chat_for(world.alice, world.bot)
-    source = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    source = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     conclusion = observation([source], audience=f"for:person:{world.alice.person.id}")
     assert set(ids(world.alice, world)) == {source.id, conclusion.id}
 
@@ -214,9 +228,9 @@ def test_unknown_command_is_refused(world: World) -> None:
 
 def test_forget_retracts_when_you_are_the_only_person_behind_it(world: World) -> None:
     """[P1] Your own private fact goes to `retracted` and is gone from the view."""
-    chat = chat_for(world.alice, world.bot)
-    mine = fact([say(chat, world.alice)])
-    kept = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    mine = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
+    kept = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
 
     response = command(world.alice, world, {"_tag": "Forget", "id": mine.id})
 
@@ -236,8 +250,8 @@ def test_forget_retracts_your_pinned_entry(world: World) -> None:
 
 def test_forget_invalidated_entry_retracts_it(world: World) -> None:
     """An invalidated entry is still yours in the history [V6]: you may take it back."""
-    chat = chat_for(world.alice, world.bot)
-    old = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    old = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     set_status(old, Entry.Status.INVALIDATED)
 
     assert command(world.alice, world, {"_tag": "Forget", "id": old.id}).status_code == 200
@@ -247,8 +261,13 @@ def test_forget_invalidated_entry_retracts_it(world: World) -> None:
 
 def test_forget_a_group_fact_takes_back_only_your_part(world: World) -> None:
     """[P1] Alice leaves the entry; it stays for the channel, without her."""
-    chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(chat, world.alice), say(chat, world.carol)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact(
+        [
+            ItemFactory.create(chat=chat, person=world.alice.person),
+            ItemFactory.create(chat=chat, person=world.carol.person),
+        ]
+    )
     alice, carol = world.alice.person.id, world.carol.person.id
 
     response = command(world.alice, world, {"_tag": "Forget", "id": group.id})
@@ -276,8 +295,13 @@ def test_forget_a_group_fact_takes_back_only_your_part(world: World) -> None:
 
 def test_forget_hides_conclusions_drawn_from_your_part(world: World) -> None:
     """[P1, V4](e) Once alice is excluded from a source, she loses what was concluded from it."""
-    chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(chat, world.alice), say(chat, world.carol)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact(
+        [
+            ItemFactory.create(chat=chat, person=world.alice.person),
+            ItemFactory.create(chat=chat, person=world.carol.person),
+        ]
+    )
     conclusion = observation([group], audience=f"for:channel:{world.channel.id}")
 
     command(world.alice, world, {"_tag": "Forget", "id": group.id})
@@ -288,8 +312,8 @@ def test_forget_hides_conclusions_drawn_from_your_part(world: World) -> None:
 
 def test_forget_by_a_channel_member_who_is_not_behind_it(world: World) -> None:
     """A channel member who said nothing is not among its people: only they lose it."""
-    chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     assert ids(world.carol, world) == [group.id]
 
     assert command(world.carol, world, {"_tag": "Forget", "id": group.id}).status_code == 200
@@ -301,8 +325,8 @@ def test_forget_by_a_channel_member_who_is_not_behind_it(world: World) -> None:
 
 def test_forget_conflicts(world: World) -> None:
     """[P1] An id that is not for you — unknown, someone else's, already retracted — is a 409."""
-    chat = chat_for(world.alice, world.bot)
-    alices = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    alices = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     bobs_pin = remember(world.bob, world)
     retracted = remember(world.alice, world)
     command(world.alice, world, {"_tag": "Forget", "id": retracted})

@@ -14,7 +14,8 @@ from memory.models import Change, Entry, Pool
 from openbot import services
 from openbot.models import Membership
 from tests.conftest import World
-from tests.memory.builders import chat_for, fact, say
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact
 
 # (method, path under /v1/bots/:botId/memory, body, the status of a successful call)
 ROUTES = [
@@ -115,7 +116,14 @@ def test_write_never_widens_anyones_view(world: World) -> None:
         {"command": {"_tag": "Remember", "content": "my secret"}},
         format="json",
     )
-    bobs_fact = fact([say(chat_for(world.bob, world.bot), world.bob)], topics=["secret"])
+    bobs_fact = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.bob, bot=world.bot), person=world.bob.person
+            )
+        ],
+        topics=["secret"],
+    )
     alice = world.alice.client()
 
     assert alice.get(f"/v1/bots/{world.bot.id}/memory").json()["entries"] == []

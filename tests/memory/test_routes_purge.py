@@ -9,7 +9,8 @@ import pytest
 from chats.services import chat_history_delete
 from memory.models import Change, ChangeEntry, Closure, Entry, EntrySource, EntryTag, Evidence
 from tests.conftest import World, error_fields
-from tests.memory.builders import chat_for, fact, observation, say
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation
 
 
 @dataclass
@@ -28,11 +29,23 @@ class Pool:
 
 @pytest.fixture
 def pool(world: World) -> Pool:
-    group_chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(group_chat, world.alice), say(group_chat, world.carol)], topics=["team"])
-    alices_chat = chat_for(world.alice, world.bot)
-    alices = fact([say(alices_chat, world.alice)])
-    bobs = fact([say(chat_for(world.bob, world.bot), world.bob)])
+    group_chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact(
+        [
+            ItemFactory.create(chat=group_chat, person=world.alice.person),
+            ItemFactory.create(chat=group_chat, person=world.carol.person),
+        ],
+        topics=["team"],
+    )
+    alices_chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    alices = fact([ItemFactory.create(chat=alices_chat, person=world.alice.person)])
+    bobs = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.bob, bot=world.bot), person=world.bob.person
+            )
+        ]
+    )
     team = observation([group], audience=f"for:channel:{world.channel.id}")
     private = observation([alices], audience=f"for:person:{world.alice.person.id}")
     pin = world.bob.client().post(
@@ -168,8 +181,8 @@ def test_purge_never_decrypts(world: World, pool: Pool, monkeypatch: pytest.Monk
 
 def test_purge_of_a_chat_after_its_history_was_deleted(world: World) -> None:
     """[P3] Deleting a chat's history keeps its memory; purging `chat:<id>` removes it."""
-    chat = chat_for(world.alice, world.bot)
-    learned = fact([say(chat, world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    learned = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
     chat_history_delete(chat=chat)
     seen = world.alice.client().get(f"/v1/bots/{world.bot.id}/memory").json()["entries"]
     assert [entry["id"] for entry in seen] == [learned.id]
@@ -181,9 +194,15 @@ def test_purge_of_a_chat_after_its_history_was_deleted(world: World) -> None:
 
 def test_an_observation_without_the_tag_is_hidden_when_its_source_goes(world: World) -> None:
     """An observation that does not carry the purged tag loses a source: it is hidden [V4](e)."""
-    chat = chat_for(world.alice, world.bot)
-    source = fact([say(chat, world.alice)])
-    other = fact([say(chat_for(world.alice, world.bot), world.alice)])
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    source = fact([ItemFactory.create(chat=chat, person=world.alice.person)])
+    other = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ]
+    )
     conclusion = observation([source, other], audience=f"for:person:{world.alice.person.id}")
     EntryTag.objects.filter(entry_id=conclusion.id, tag=f"chat:{chat.id}").delete()
 

@@ -19,14 +19,12 @@ import pytest
 from django.db import connection
 from dramatiq.brokers.stub import StubBroker
 
-from chats import services as chat_services
 from chats.models import Chat, Item, Turn
 from chats.turns import turn_run
 from memory.models import Entry, EntryTag
 from memorybot.learning import LEARN_PROMPT
 from memorybot.models import LearningRun
 from openbot import services
-from openbot.models import Bot, Channel
 from tests.conftest import Actor, World
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, ReceivedRequest
 
@@ -41,12 +39,6 @@ postgresql_only = pytest.mark.skipif(
 def memory_bot_on(world: World, model: str | None = MEMORY_MODEL) -> None:
     """[H1, B1] Org A's memory bot uses `model`."""
     services.organization_settings_update(organization=world.org, bot_memory_model=model)
-
-
-def chat_of(actor: Actor, bot: Bot, *, channel: Channel | None = None, test: bool = False) -> Chat:
-    return chat_services.chat_create(
-        caller=actor.caller, bot_id=bot.id, channel_id=channel.id if channel else None, test=test
-    )
 
 
 def confided_turn(chat: Chat, actor: Actor, text: str) -> Turn:

@@ -12,7 +12,7 @@ from typing import Any
 from chats.models import Chat
 from chats.turns import BOT_PROMPT
 from memory.models import Entry, Pool
-from memory.services import entry_remember, memory_settings_update
+from memory.services import memory_settings_update
 from memorybot.calls import CallOutcome, model_call
 from memorybot.confide import PRIEST_PROMPT
 from memorybot.enrichment import ENRICH_PROMPT
@@ -36,8 +36,7 @@ def memory_model_set(organization: Organization, model: str | None) -> None:
 
 def bot_model_set(bot: Bot, model: str) -> None:
     """The bot's own model, the one that answers in chats."""
-    Bot.objects.filter(pk=bot.pk).update(model=model)
-    bot.refresh_from_db()
+    services.bot_model_update(bot=bot, model=model)
 
 
 def pool_settings(bot: Bot, **changes: Any) -> None:
@@ -47,17 +46,6 @@ def pool_settings(bot: Bot, **changes: Any) -> None:
         pool_id=bot.pool_bot_id,
         expected=pool.settings_version if pool else 0,
         changes=changes,
-    )
-
-
-def remember(actor: Actor, bot: Bot, content: str) -> Entry:
-    """`actor` tells OpenBot to remember `content`: a pinned entry for them only [A2]."""
-    return entry_remember(
-        pool_id=bot.pool_bot_id,
-        person_id=actor.person.id,
-        organization_id=actor.organization.id,
-        content=content,
-        topics=[],
     )
 
 

@@ -16,6 +16,7 @@ from memorybot.models import Confession, LearningRun, ModelCall
 from openbot import services
 from openbot.models import Bot
 from tests.conftest import World
+from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
     FAKE_MODEL,
@@ -28,7 +29,6 @@ from tests.memorybot.scenes import (
     enrichment_answer,
     memory_bot_requests,
     memory_model_set,
-    remember,
     take_turn,
     tool_answers,
 )
@@ -98,7 +98,9 @@ def test_a_test_chat_offers_no_confide_and_learns_nothing(
 
 
 def test_nothing_the_bots_model_sees_mentions_memory(scene: World, fake_openai: FakeOpenAI) -> None:
-    entry = remember(scene.alice, scene.bot, "Alice travels first class.")
+    entry = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Alice travels first class."
+    )
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(f"{WORDS} First class.", [entry.id]))
     confiding_turn(scene, fake_openai, chat_id)

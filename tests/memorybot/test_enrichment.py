@@ -16,8 +16,9 @@ from memorybot.enrichment import enrich_input
 from memorybot.models import Enrichment, ModelCall
 from openbot import services
 from tests.conftest import World
+from tests.factories import ChatFactory, EntryFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.builders import chat_for, fact, observation, say
+from tests.memory.builders import fact, observation
 from tests.memorybot.scenes import (
     FAKE_MODEL,
     OFFLINE_MODEL,
@@ -29,7 +30,6 @@ from tests.memorybot.scenes import (
     enrichment_answer,
     last_user_text,
     memory_model_set,
-    remember,
     take_turn,
 )
 
@@ -54,22 +54,36 @@ def offered_ids(fake_openai: FakeOpenAI) -> list[str]:
 
 def private_fact(world: World, content: str) -> Entry:
     """A fact alice said in an earlier private chat: for her only [V2]."""
-    return fact([say(chat_for(world.alice, world.bot), world.alice, content)], content=content)
+    return fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot),
+                person=world.alice.person,
+                text=content,
+            )
+        ],
+        content=content,
+    )
 
 
 def group_fact(world: World, content: str) -> Entry:
     """A fact said in a group chat of the channel: for the channel group [V2]."""
-    group_chat = chat_for(world.carol, world.bot, world.channel)
-    return fact([say(group_chat, world.carol, content)], content=content)
+    group_chat = ChatFactory.create(owner=world.carol, bot=world.bot, channel=world.channel)
+    return fact(
+        [ItemFactory.create(chat=group_chat, person=world.carol.person, text=content)],
+        content=content,
+    )
 
 
 # --- private chats [N1, N5] -----------------------------------------------------------------
 
 
 def test_a_private_chat_uses_the_persons_entries(scene: World, fake_openai: FakeOpenAI) -> None:
-    pinned = remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    pinned = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old."
+    )
     said = private_fact(scene, "Fennel tires after five kilometres.")
-    remember(scene.bob, scene.bot, "Bob's dog Rex loves long trails.")
+    EntryFactory.create(author=scene.bob, bot=scene.bot, content="Bob's dog Rex loves long trails.")
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(ENRICHED, [pinned.id, said.id]))
     fake_openai.reply(content="Take the short lake loop.")
@@ -99,7 +113,9 @@ def test_a_private_chat_uses_the_persons_entries(scene: World, fake_openai: Fake
 
 
 def test_an_enrichment_is_encrypted_at_rest(scene: World, fake_openai: FakeOpenAI) -> None:
-    pinned = remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    pinned = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old."
+    )
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(ENRICHED, [pinned.id]))
     take_turn(scene.alice, chat_id, WORDS)
@@ -113,8 +129,10 @@ def test_an_enrichment_is_encrypted_at_rest(scene: World, fake_openai: FakeOpenA
 
 def test_the_offline_memory_bot_enriches_end_to_end(scene: World, fake_openai: FakeOpenAI) -> None:
     memory_model_set(scene.org, OFFLINE_MODEL)
-    helps = remember(scene.alice, scene.bot, "Fennel, the dog, tires after five kilometres.")
-    remember(scene.alice, scene.bot, "The office moves in spring.")
+    helps = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Fennel, the dog, tires after five kilometres."
+    )
+    EntryFactory.create(author=scene.alice, bot=scene.bot, content="The office moves in spring.")
     chat_id = chat_open(scene.alice, scene.bot)
     take_turn(scene.alice, chat_id, WORDS)
     [answer] = bot_requests(fake_openai)
@@ -126,7 +144,9 @@ def test_the_offline_memory_bot_enriches_end_to_end(scene: World, fake_openai: F
 def test_an_input_no_entry_helps_stays_and_nothing_is_stored(
     scene: World, fake_openai: FakeOpenAI
 ) -> None:
-    pinned = remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    pinned = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old."
+    )
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(WORDS, []))
     take_turn(scene.alice, chat_id, WORDS)
@@ -149,9 +169,15 @@ def test_an_input_no_entry_helps_stays_and_nothing_is_stored(
 def test_an_entry_the_readers_may_not_use_keeps_the_input(
     scene: World, fake_openai: FakeOpenAI, named: str
 ) -> None:
-    pinned = remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    pinned = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old."
+    )
     other = {
-        "bobs": lambda: remember(scene.bob, scene.bot, "Bob's dog Rex loves long trails.").id,
+        "bobs": lambda: (
+            EntryFactory.create(
+                author=scene.bob, bot=scene.bot, content="Bob's dog Rex loves long trails."
+            ).id
+        ),
         "unknown": lambda: "mem_00000000000000000000",
         "retracted": lambda: retracted(scene),
     }[named]()
@@ -165,7 +191,7 @@ def test_an_entry_the_readers_may_not_use_keeps_the_input(
 
 def retracted(world: World) -> str:
     """One of alice's entries that she took back [P1]: no longer active."""
-    entry = remember(world.alice, world.bot, "Fennel used to swim.")
+    entry = EntryFactory.create(author=world.alice, bot=world.bot, content="Fennel used to swim.")
     reader = Reader.person(
         bot=world.bot, person_id=world.alice.person.id, organization_id=world.org.id
     )
@@ -182,10 +208,18 @@ def test_a_group_chat_never_uses_private_entries_even_when_the_model_names_them(
 ) -> None:
     group = group_fact(scene, "The team hikes on Saturdays.")
     private = {
-        "pinned": lambda: remember(scene.alice, scene.bot, "Alice's dog Fennel is old."),
+        "pinned": lambda: EntryFactory.create(
+            author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old."
+        ),
         "private-fact": lambda: private_fact(scene, "Fennel tires after five kilometres."),
         "other-persons-fact": lambda: fact(
-            [say(chat_for(scene.carol, scene.bot), scene.carol, "Carol's knee hurts on hills.")],
+            [
+                ItemFactory.create(
+                    chat=ChatFactory.create(owner=scene.carol, bot=scene.bot),
+                    person=scene.carol.person,
+                    text="Carol's knee hurts on hills.",
+                )
+            ],
             content="Carol's knee hurts on hills.",
         ),
     }[named]()
@@ -205,7 +239,7 @@ def test_a_group_chat_uses_the_groups_and_everyones_entries(
 ) -> None:
     group = group_fact(scene, "The team hikes on Saturdays.")
     everyone = observation([group], audience="for:bot", content="Hikes start at nine.")
-    remember(scene.carol, scene.bot, "Carol's knee hurts on hills.")
+    EntryFactory.create(author=scene.carol, bot=scene.bot, content="Carol's knee hurts on hills.")
     chat_id = chat_open(scene.alice, scene.bot, channel=scene.channel.id)
     enriched = f"{WORDS} The team hikes on Saturdays, starting at nine."
     fake_openai.reply(content=enrichment_answer(enriched, [group.id, everyone.id]))
@@ -244,7 +278,7 @@ def memory_url(world: World) -> str:
 def test_a_group_chat_with_only_private_entries_calls_no_model(
     scene: World, fake_openai: FakeOpenAI
 ) -> None:
-    remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    EntryFactory.create(author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old.")
     private_fact(scene, "Fennel tires after five kilometres.")
     chat_id = chat_open(scene.alice, scene.bot, channel=scene.channel.id)
     take_turn(scene.alice, chat_id, WORDS)
@@ -264,7 +298,7 @@ def assert_no_enrichment(fake_openai: FakeOpenAI) -> None:
 
 
 def test_notices_are_never_enriched(scene: World, fake_openai: FakeOpenAI) -> None:
-    remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    EntryFactory.create(author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old.")
     chat = chat_of(chat_open(scene.alice, scene.bot))
     notice = "The trail to the lake is closed for the dog season."
     turn = chat_services.turn_start(chat=chat, person=None, text=notice, notice=True)
@@ -281,7 +315,7 @@ def test_notices_are_never_enriched(scene: World, fake_openai: FakeOpenAI) -> No
 def test_without_the_memory_bot_the_input_stays(
     scene: World, fake_openai: FakeOpenAI, switch: str
 ) -> None:
-    remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    EntryFactory.create(author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old.")
     if switch == "bot-memory-off":
         services.organization_settings_update(organization=scene.org, bot_memory=False)
     else:
@@ -296,15 +330,26 @@ def test_without_visible_entries_no_model_is_called(
     scene: World, fake_openai: FakeOpenAI, pool: str
 ) -> None:
     if pool == "others-only":
-        remember(scene.bob, scene.bot, "Bob's dog Rex loves long trails.")
-        fact([say(chat_for(scene.bob, scene.bot), scene.bob, "Rex is three.")], content="Rex")
+        EntryFactory.create(
+            author=scene.bob, bot=scene.bot, content="Bob's dog Rex loves long trails."
+        )
+        fact(
+            [
+                ItemFactory.create(
+                    chat=ChatFactory.create(owner=scene.bob, bot=scene.bot),
+                    person=scene.bob.person,
+                    text="Rex is three.",
+                )
+            ],
+            content="Rex",
+        )
     elif pool == "taken-back":
         retracted(scene)
     elif pool == "other-organization":
         # A shared bot: the same pool, but an entry from org B is never seen in org A [E3].
         linked = services.bot_link(bot=scene.bot, organization=scene.other_org)
         services.grant_set(bot=linked, level="read", organization=scene.other_org)
-        remember(scene.dave, scene.bot, "Dave's dog Fennel is young.")
+        EntryFactory.create(author=scene.dave, bot=scene.bot, content="Dave's dog Fennel is young.")
     chat_id = chat_open(scene.alice, scene.bot)
     take_turn(scene.alice, chat_id, WORDS)
     assert_no_enrichment(fake_openai)
@@ -313,7 +358,7 @@ def test_without_visible_entries_no_model_is_called(
 def test_the_enrichment_prompt_asks_to_keep_every_request(
     scene: World, fake_openai: FakeOpenAI
 ) -> None:
-    remember(scene.alice, scene.bot, "Alice's dog Fennel is old.")
+    EntryFactory.create(author=scene.alice, bot=scene.bot, content="Alice's dog Fennel is old.")
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(WORDS, []))
     take_turn(scene.alice, chat_id, WORDS)

@@ -18,9 +18,9 @@ from memorybot.learning import learning_run_process, runs_due
 from memorybot.models import LearningRun
 from tests.busy_database import WriteLock, short_busy_timeout
 from tests.conftest import Actor, World
+from tests.factories import ChatFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.learning_world import (
-    chat_of,
     confided_turn,
     fact_change,
     flush_broker,
@@ -43,7 +43,7 @@ def test_turns_in_a_group_chat_while_the_worker_applies_learning(
 ) -> None:
     flush_broker()
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot, channel=world.channel)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
     # Every learning step proposes a fact from each person item: each apply writes.
     answer_every_item(fake_openai, chat, upto=4 * TURNS)
     errors: list[BaseException] = []
@@ -82,7 +82,7 @@ def test_a_delivery_that_meets_a_busy_database_gives_its_run_back(
     world: World, fake_openai: FakeOpenAI
 ) -> None:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I swim every day.")
     run = run_of(turn)
     swims = [fact_change("alice swims", person_item(turn))]

@@ -22,10 +22,10 @@ from memorybot.learning import learning_run_process, runs_due
 from memorybot.models import Confession, LearningRun, ModelCall
 from openbot import ids, services
 from tests.conftest import Actor, World
+from tests.factories import ChatFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.builders import chat_for, fact, say, set_status
+from tests.memory.builders import fact, set_status
 from tests.memorybot.learning_world import (
-    chat_of,
     confided_turn,
     fact_change,
     flush_broker,
@@ -147,7 +147,7 @@ def test_the_context_is_the_first_300_valid_entries_the_readers_may_see(
     over every valid entry of the organization — bob's count, the invalidated, the unsound
     and the other organization's do not."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "Which tea did I like?")
     learning_answer(fake_openai, [])
 
@@ -168,7 +168,9 @@ def test_a_topic_rename_covers_every_matching_entry_of_the_pool(
 ) -> None:
     """[W6] Not only the 300 shown: entries past them and entries these readers cannot see."""
     memory_bot_on(world)
-    turn = confided_turn(chat_of(world.alice, world.bot), world.alice, "Call it new-topic.")
+    turn = confided_turn(
+        ChatFactory.create(owner=world.alice, bot=world.bot), world.alice, "Call it new-topic."
+    )
     learning_answer(fake_openai, [{"kind": "rename", "from": "old-topic", "to": "new-topic"}])
     beyond = [entry_id for entry_id in large_pool.visible[300:]]
     assert any(
@@ -207,7 +209,7 @@ def test_invalidation_hides_every_conclusion_drawn_from_it(
     """[V6, E5] An invalidated fact stays in the history; the observation over it is hidden
     everywhere, learning input included."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I work nights.")
     learning_answer(fake_openai, [fact_change("alice works nights", person_item(turn))])
     learning_run_process(run_id=run_of(turn).id)
@@ -251,13 +253,13 @@ def test_purging_the_chat_removes_what_was_learned_from_it(
     """[P3, A4, W7] Deleting the history keeps the memory; purging `chat:<id>` removes the
     facts and the observations drawn from them, even ones learned in another chat."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "My sister is Ana.")
     learning_answer(fake_openai, [fact_change("alice's sister is ana", person_item(turn))])
     learning_run_process(run_id=run_of(turn).id)
     (sister,) = learned(chat)
     # The observation is learned in a later chat, from the fact of the first one.
-    later = chat_of(world.alice, world.bot)
+    later = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(later, world.alice, "Ana visits.")
     learning_answer(
         fake_openai,
@@ -288,7 +290,7 @@ def test_bot_memory_off_stores_no_run(world: World, fake_openai: FakeOpenAI) -> 
     """[F4, W8] The bot still gets its answer; nothing is learned."""
     memory_bot_on(world)
     services.organization_settings_update(organization=world.org, bot_memory=False)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
 
     turn = confided_turn(chat, world.alice, "I am allergic to nuts.")
 
@@ -302,7 +304,7 @@ def test_a_test_chat_has_no_confide_and_learns_nothing(
 ) -> None:
     """[W8, C1, F1]"""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot, test=True)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, test=True)
 
     confided_turn(chat, world.alice, "I am allergic to nuts.")
 
@@ -316,7 +318,7 @@ def test_a_run_stored_before_learning_was_switched_off_learns_nothing(
 ) -> None:
     """[W8, B1] The switch is read when the run works, not only when it was stored."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I am allergic to nuts.")
     if switch == "bot_memory_off":
         services.organization_settings_update(organization=world.org, bot_memory=False)
@@ -338,7 +340,7 @@ def test_a_step_past_its_limit_fails_safely_and_a_later_confide_learns_it(
     confided turn's run reads that evidence again."""
     memory_bot_on(world)
     settings.OPENBOT_LEARNING_STEP_SECONDS = 0.5
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     first = confided_turn(chat, world.alice, "My cat is called Miso.")
     learning_answer(fake_openai, [fact_change("never used", person_item(first))], delay=3.0)
 
@@ -388,7 +390,7 @@ def test_a_spent_budget_makes_the_run_wait_for_the_next_period(
         expected=0,
         changes={"budget_period": "day", "budget_limit_micros": 5},
     )
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I run on Sundays.")
     run = run_of(turn)
 
@@ -438,8 +440,15 @@ def test_apply_checks_the_newest_state_of_every_source(
 ) -> None:
     """[W6] A source invalidated while the model thinks is refused at apply; the rest apply."""
     memory_bot_on(world)
-    tea = fact([say(chat_for(world.alice, world.bot), world.alice)], content="alice likes tea")
-    chat = chat_of(world.alice, world.bot)
+    tea = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ],
+        content="alice likes tea",
+    )
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "Green tea, always.")
     asked = len(fake_openai.requests)
     learning_answer(

@@ -35,11 +35,11 @@ from memorybot.learning import learning_run_process
 from memorybot.models import LearningRun, ModelCall
 from memorybot.purge import memory_purge
 from tests.conftest import World
+from tests.factories import ChatFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.builders import chat_for, fact, say
+from tests.memory.builders import fact
 from tests.memorybot.conftest import PRICE
 from tests.memorybot.learning_world import (
-    chat_of,
     confided_turn,
     fact_change,
     flush_broker,
@@ -249,9 +249,11 @@ class Conversation:
 
 
 def conversation(world: World) -> Conversation:
-    earlier = chat_for(world.alice, world.bot)
-    likes = fact([say(earlier, world.alice)], content="alice likes tea")
-    chat = chat_of(world.alice, world.bot)
+    earlier = ChatFactory.create(owner=world.alice, bot=world.bot)
+    likes = fact(
+        [ItemFactory.create(chat=earlier, person=world.alice.person)], content="alice likes tea"
+    )
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I swim every day before work.")
     return Conversation(earlier=earlier, likes=likes, chat=chat, run=run_of(turn))
 

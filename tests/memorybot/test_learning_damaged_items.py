@@ -10,10 +10,10 @@ from chats.models import Item
 from memorybot.learning import learning_run_process
 from memorybot.models import LearningRun
 from tests.conftest import World
+from tests.factories import ChatFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.learning_world import (
     bot_item,
-    chat_of,
     confided_turn,
     fact_change,
     learned,
@@ -31,7 +31,7 @@ def test_a_run_learns_from_the_items_a_key_opens(
     world: World, fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I drink green tea every morning.")
     said, answered = person_item(turn), bot_item(turn)
     flip_a_byte(Item, answered.pk, "text")

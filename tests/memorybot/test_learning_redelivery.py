@@ -23,9 +23,9 @@ from memorybot.models import LearningRun, ModelCall
 from memorybot.tasks import learn
 from memorybot.worker import recover_learning
 from tests.conftest import World
+from tests.factories import ChatFactory
 from tests.fakes.openai_server import FakeOpenAI, FakeReply
 from tests.memorybot.learning_world import (
-    chat_of,
     confided_turn,
     fact_change,
     flush_broker,
@@ -64,7 +64,7 @@ def in_thread(work: Callable[[], None], errors: list[BaseException]) -> threadin
 
 def test_a_run_delivered_three_times_learns_once(world: World, fake_openai: FakeOpenAI) -> None:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I speak Portuguese.")
     run = run_of(turn)
     learning_answer(fake_openai, [fact_change("alice speaks portuguese", person_item(turn))])
@@ -89,7 +89,7 @@ def test_a_delivery_while_a_worker_holds_the_run_does_nothing(
     """The first worker holds the run (its lease) while the model answers; deliveries in that
     time neither call the model nor apply anything."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I speak Portuguese.")
     run = run_of(turn)
     asked = len(fake_openai.requests)
@@ -122,7 +122,7 @@ def test_a_run_sent_three_times_through_a_worker_learns_once(
     with several threads (plus its own recovery pass on boot)."""
     flush_broker()
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I speak Portuguese.")
     run = run_of(turn)
     broker = stub_broker()
@@ -173,7 +173,7 @@ def test_two_runs_of_one_chat_racing_apply_each_item_once(
 ) -> None:
     """[W4] Two confided turns; their runs are processed at the same moment, twice each."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     answer_every_item(fake_openai, chat, upto=4)
     runs = [run_of(confided_turn(chat, world.alice, text)) for text in ("I bake.", "I bake bread.")]
     errors: list[BaseException] = []
@@ -206,7 +206,7 @@ def test_two_turns_at_once_over_http_then_racing_runs(
     IntegrityError reaches a person); their runs race in a worker, each sent three times."""
     flush_broker()
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     answer_every_item(fake_openai, chat, upto=4)
     errors: list[BaseException] = []
     statuses: list[int] = []
@@ -260,7 +260,7 @@ class Busy:
 @pytest.fixture
 def busy(world: World, fake_openai: FakeOpenAI, settings: Settings) -> Busy:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     first = confided_turn(chat, world.alice, "I swim.")
     learning_answer(fake_openai, [fact_change("alice swims", person_item(first))])
     learning_run_process(run_id=run_of(first).id)
@@ -368,7 +368,7 @@ def test_a_run_whose_workers_keep_dying_is_given_up_safely(
     with a lease that ran out) is ended by the recovery pass with a safe error instead of
     being sent again forever, and its read position stays for a later confide."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "I collect stamps.")
     run = run_of(turn)
     expired = timezone.now() - timedelta(seconds=1)

@@ -13,11 +13,11 @@ from memory.models import Entry, EntryTag
 from memorybot.learning import learning_run_process
 from memorybot.models import Confession, LearningRun
 from tests.conftest import World
+from tests.factories import ChatFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.builders import chat_for, fact, say, set_status
+from tests.memory.builders import fact, set_status
 from tests.memorybot.learning_world import (
     bot_item,
-    chat_of,
     confided_turn,
     fact_change,
     learned,
@@ -53,14 +53,38 @@ class Scene:
 @pytest.fixture
 def scene(world: World, fake_openai: FakeOpenAI) -> Scene:
     memory_bot_on(world)
-    mine = fact([say(chat_for(world.alice, world.bot), world.alice)], content="alice likes tea")
-    group_chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(group_chat, world.carol)], content="the team meets on mondays")
-    bobs = fact([say(chat_for(world.bob, world.bot), world.bob)], content="bob's secret")
-    old = fact([say(chat_for(world.alice, world.bot), world.alice)], content="an old fact")
+    mine = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ],
+        content="alice likes tea",
+    )
+    group_chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact(
+        [ItemFactory.create(chat=group_chat, person=world.carol.person)],
+        content="the team meets on mondays",
+    )
+    bobs = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.bob, bot=world.bot), person=world.bob.person
+            )
+        ],
+        content="bob's secret",
+    )
+    old = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ],
+        content="an old fact",
+    )
     set_status(old, Entry.Status.INVALIDATED)
 
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     notice = chat_services.notice_append(chat=chat, text="The calendar app was connected.")
     tool_result = chat_services.tool_result_append(
         chat=chat, app="calendar", tool="lookup", text="Dentist on Friday at 9."
@@ -91,8 +115,8 @@ def test_each_refused_change_is_recorded_and_the_rest_apply(
     world: World, fake_openai: FakeOpenAI, scene: Scene
 ) -> None:
     alice = world.alice.person.id
-    other_chat = chat_of(world.alice, world.bot)
-    elsewhere = say(other_chat, world.alice)
+    other_chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    elsewhere = ItemFactory.create(chat=other_chat, person=world.alice.person)
     proposed: list[tuple[Any, str | None]] = [
         # [W1] A tool result may support a fact a person's item is also a source of.
         (
@@ -251,7 +275,7 @@ def test_sources_before_the_read_position_are_outside_the_range(
 ) -> None:
     """[W1, W4] A later run reads only what came after the chat's read position."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     first = confided_turn(chat, world.alice, "I live in Lyon.")
     run = learn(
         fake_openai, run_of(first), [fact_change("alice lives in lyon", person_item(first))]
@@ -282,8 +306,14 @@ def test_an_observation_in_a_group_chat_stays_with_the_group(
     """[V5, W5] In a group chat the readers are the channel group: alice's private entries are
     not sources it may use, and the group's conclusions go no wider than the group."""
     memory_bot_on(world)
-    private = fact([say(chat_for(world.alice, world.bot), world.alice)])
-    chat = chat_of(world.alice, world.bot, channel=world.channel)
+    private = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ]
+    )
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
     turn = confided_turn(chat, world.carol, "We ship on Thursdays.")
     group = learn(
         fake_openai, run_of(turn), [fact_change("the team ships on thursdays", person_item(turn))]
@@ -320,7 +350,7 @@ def test_an_unusable_answer_fails_the_run_and_keeps_the_read_position(
     world: World, fake_openai: FakeOpenAI
 ) -> None:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     turn = confided_turn(chat, world.alice, "Note this.")
     fake_openai.reply(content="I would remember that alice said so.")
 

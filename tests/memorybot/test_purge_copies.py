@@ -35,8 +35,9 @@ from memorybot.purge import memory_purge
 from openbot import ids
 from openbot.fields import EncryptedTextField
 from tests.conftest import Actor, World
+from tests.factories import ChatFactory, EntryFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.builders import chat_for, fact, say
+from tests.memory.builders import fact
 from tests.memorybot.learning_world import (
     fact_change,
     learning_answer,
@@ -51,7 +52,6 @@ from tests.memorybot.scenes import (
     confide_call,
     enrichment_answer,
     memory_model_set,
-    remember,
     take_turn,
 )
 
@@ -301,8 +301,12 @@ def test_enrichments_made_from_a_purged_entry_are_no_longer_listed(
 ) -> None:
     memory_model_set(world.org, FAKE_MODEL)
     bot_model_set(world.bot, FAKE_MODEL)
-    alices_pin = remember(world.alice, world.bot, f"alice's dog is called Fennel {mark('pin')}")
-    bobs_pin = remember(world.bob, world.bot, "bob's dog is called Rex")
+    alices_pin = EntryFactory.create(
+        author=world.alice, bot=world.bot, content=f"alice's dog is called Fennel {mark('pin')}"
+    )
+    bobs_pin = EntryFactory.create(
+        author=world.bob, bot=world.bot, content="bob's dog is called Rex"
+    )
     alices_chat = chat_open(world.alice, world.bot)
     bobs_chat = chat_open(world.bob, world.bot)
     fake_openai.reply(content=enrichment_answer("Walk Fennel where?", [alices_pin.id]))
@@ -382,12 +386,12 @@ def test_a_call_that_carried_an_entry_purged_while_it_ran_is_recorded_blank(
     purge could not find it, so it is recorded blank (usage and cost still billed), and its
     answer, which may carry what was purged, is not used."""
     secret = mark("secret")
-    gone = remember(world.alice, world.bot, secret)
+    gone = EntryFactory.create(author=world.alice, bot=world.bot, content=secret)
 
     memory_purge(pool_id=world.bot.id, tag=f"from:{world.alice.person.id}")
     fake_openai.reply(content=f"I see: {secret}", usage=(1000, 500))
     late = call_carrying(world.alice, world.bot, gone)
-    fresh = remember(world.alice, world.bot, "alice likes green tea")
+    fresh = EntryFactory.create(author=world.alice, bot=world.bot, content="alice likes green tea")
     recorded = call_carrying(world.alice, world.bot, fresh)
 
     assert late.status == "ok" and late.result is None
@@ -413,7 +417,14 @@ def test_a_learning_answer_is_blanked_with_the_entries_it_created(
     300 of its context [W5]); its answer holds the conclusion, which goes with that entry."""
     memory_model_set(world.org, FAKE_MODEL)
     alice = world.alice.person.id
-    source = fact([say(chat_for(world.alice, world.bot), world.alice)], content=mark("source"))
+    source = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ],
+        content=mark("source"),
+    )
     newer = [
         ImportedEntry(
             id=ids.new_id("mem"),
@@ -430,7 +441,7 @@ def test_a_learning_answer_is_blanked_with_the_entries_it_created(
     ]
     entries_import(pool_id=world.bot.id, entries=newer)
     # The bot keeps the offline model: it confides once per turn, so the turn stores a run.
-    chat = chat_for(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     confided = turn_run(chat=chat, person=world.alice.person, text="I like old bikes.").turn
     concluded = mark("concluded")
     learning_answer(

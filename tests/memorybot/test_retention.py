@@ -17,15 +17,18 @@ from memorybot.models import ModelCall, ModelCallEntry
 from memorybot.worker import DAY_SECONDS, prune_model_calls_daily
 from settings.env import env_days
 from tests.conftest import World
+from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.learning_world import flush_broker, learning_worker
-from tests.memorybot.scenes import call_carrying, remember
+from tests.memorybot.scenes import call_carrying
 
 
 def recorded(world: World, fake: FakeOpenAI, text: str, *, days_old: int) -> ModelCall:
     """A recorded call whose request carries an entry with `text`, made `days_old` days ago."""
     fake.reply(content=f"answer to {text}", usage=(1000, 500))
-    outcome = call_carrying(world.alice, world.bot, remember(world.alice, world.bot, text))
+    outcome = call_carrying(
+        world.alice, world.bot, EntryFactory.create(author=world.alice, bot=world.bot, content=text)
+    )
     ModelCall.objects.filter(pk=outcome.call_id).update(
         created_at=timezone.now() - timedelta(days=days_old, minutes=1)
     )

@@ -20,6 +20,7 @@ from memory.models import Entry, Pool
 from memorybot.calls import CALM_REPLY
 from memorybot.models import Confession, Enrichment, ModelCall
 from tests.conftest import Actor, World
+from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
     FAKE_MODEL,
@@ -33,7 +34,6 @@ from tests.memorybot.scenes import (
     memory_bot_requests,
     memory_model_set,
     pool_settings,
-    remember,
     take_turn,
     tool_answers,
 )
@@ -49,7 +49,7 @@ def scene(world: World, fake_openai: FakeOpenAI) -> World:
     """The memory bot and the bot on the fake server; alice has an entry that could help."""
     memory_model_set(world.org, FAKE_MODEL)
     bot_model_set(world.bot, FAKE_MODEL)
-    remember(world.alice, world.bot, NOTE)
+    EntryFactory.create(author=world.alice, bot=world.bot, content=NOTE)
     return world
 
 

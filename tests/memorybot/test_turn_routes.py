@@ -13,6 +13,7 @@ from chats.services import MAX_TEXT
 from memorybot.models import Confession, Enrichment
 from openbot import services
 from tests.conftest import World, error_fields
+from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memory.builders import fact
 from tests.memorybot.scenes import (
@@ -23,7 +24,6 @@ from tests.memorybot.scenes import (
     confide_call,
     enrichment_answer,
     memory_model_set,
-    remember,
     take_turn,
 )
 
@@ -146,7 +146,9 @@ def test_a_turn_never_answers_500_when_every_model_fails(
 ) -> None:
     memory_model_set(world.org, FAKE_MODEL)
     bot_model_set(world.bot, FAKE_MODEL)
-    remember(world.alice, world.bot, "Alice travels first class to Basel.")
+    EntryFactory.create(
+        author=world.alice, bot=world.bot, content="Alice travels first class to Basel."
+    )
     fake_openai.default.status = 500
     chat_id = chat_open(world.alice, world.bot)
     response = post_turn(world.alice.client(), chat_id, {"text": WORDS})
@@ -234,7 +236,9 @@ def test_deleting_the_history_removes_its_words_but_keeps_what_was_learned(
     the chat's words (an enrichment holds the person's original); memory stays [P3]."""
     client = scene.alice.client()
     chat_id = chat_open(scene.alice, scene.bot)
-    remember(scene.alice, scene.bot, "Basel trains leave from track 7")
+    EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Basel trains leave from track 7"
+    )
     take_turn(scene.alice, chat_id, WORDS)
     assert Confession.objects.filter(chat_id=chat_id).exists()
     assert Enrichment.objects.filter(chat_id=chat_id).exists()

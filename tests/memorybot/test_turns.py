@@ -18,6 +18,7 @@ from memorybot.models import Confession, Enrichment, ModelCall
 from memorybot.providers import Message, ModelRequest
 from openbot.models import Organization
 from tests.conftest import World
+from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
     FAKE_MODEL,
@@ -33,7 +34,6 @@ from tests.memorybot.scenes import (
     memory_bot_requests,
     memory_model_set,
     pool_settings,
-    remember,
     take_turn,
     tool_answers,
 )
@@ -48,7 +48,7 @@ def scene(world: World, fake_openai: FakeOpenAI) -> World:
     that could help, so every turn of hers would be enriched if the memory bot could."""
     memory_model_set(world.org, FAKE_MODEL)
     bot_model_set(world.bot, FAKE_MODEL)
-    remember(world.alice, world.bot, NOTE)
+    EntryFactory.create(author=world.alice, bot=world.bot, content=NOTE)
     return world
 
 
@@ -359,7 +359,9 @@ def test_the_calm_reply_is_the_same_every_time(scene: World, fake_openai: FakeOp
 
 
 def test_the_history_keeps_the_persons_words(scene: World, fake_openai: FakeOpenAI) -> None:
-    entry_id = remember(scene.alice, scene.bot, "Fennel likes shady forest paths.").id
+    entry_id = EntryFactory.create(
+        author=scene.alice, bot=scene.bot, content="Fennel likes shady forest paths."
+    ).id
     enriched = f"{WORDS} (Fennel likes shady forest paths.)"
     chat_id = chat_open(scene.alice, scene.bot)
     fake_openai.reply(content=enrichment_answer(enriched, [entry_id]))

@@ -16,9 +16,9 @@ from memorybot.calls import CALM_REPLY
 from memorybot.learning import learning_run_process
 from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from tests.conftest import World
+from tests.factories import ChatFactory, EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.learning_world import (
-    chat_of,
     confided_turn,
     fact_change,
     learned,
@@ -35,7 +35,6 @@ from tests.memorybot.scenes import (
     enrichment_answer,
     last_user_text,
     memory_model_set,
-    remember,
     take_turn,
     tool_answers,
 )
@@ -77,7 +76,7 @@ def scene(world: World, fake_openai: FakeOpenAI) -> World:
     """The memory bot and the bot on the fake server; alice has a note that could help."""
     memory_model_set(world.org, FAKE_MODEL)
     bot_model_set(world.bot, FAKE_MODEL)
-    remember(world.alice, world.bot, NOTE)
+    EntryFactory.create(author=world.alice, bot=world.bot, content=NOTE)
     return world
 
 
@@ -289,7 +288,7 @@ def test_learning_wrapped_in_prose_and_a_fence_applies(
     world: World, fake_openai: FakeOpenAI
 ) -> None:
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     confided = confided_turn(chat, world.alice, "I am vegetarian.")
     changes = {"changes": [fact_change("alice is vegetarian", person_item(confided))]}
     fake_openai.reply(
@@ -313,7 +312,7 @@ def test_learning_cut_mid_object_fails_the_run_and_keeps_the_read_position(
 ) -> None:
     """The changes inside a cut answer are not applied one by one: only a whole answer is."""
     memory_bot_on(world)
-    chat = chat_of(world.alice, world.bot)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     confided = confided_turn(chat, world.alice, "I am vegetarian.")
     change = json.dumps(fact_change("alice is vegetarian", person_item(confided)))
     fake_openai.reply(

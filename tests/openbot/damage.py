@@ -10,12 +10,12 @@ from django.db import connection, models
 
 from openbot.fields import EncryptedTextField
 from tests.conftest import World
+from tests.factories import EntryFactory
 from tests.memorybot.scenes import (
     OFFLINE_MODEL,
     bot_model_set,
     chat_open,
     memory_model_set,
-    remember,
     take_turn,
 )
 
@@ -68,8 +68,12 @@ def chat_filling_every_encrypted_column(world: World) -> str:
     Returns the chat's id."""
     memory_model_set(world.org, OFFLINE_MODEL)
     bot_model_set(world.bot, OFFLINE_MODEL)
-    remember(world.alice, world.bot, "The Basel train leaves at nine from track seven")
-    remember(world.alice, world.bot, "Alice likes window seats on the Basel train")
+    EntryFactory.create(
+        author=world.alice, bot=world.bot, content="The Basel train leaves at nine from track seven"
+    )
+    EntryFactory.create(
+        author=world.alice, bot=world.bot, content="Alice likes window seats on the Basel train"
+    )
     chat_id = chat_open(world.alice, world.bot)
     take_turn(world.alice, chat_id, "I need the Basel train tomorrow.")
     take_turn(world.alice, chat_id, "Which track for the Basel train?")

@@ -21,7 +21,8 @@ from django.db import connections
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.conftest import World
-from tests.memory.builders import chat_for, fact, say
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact
 from tests.openbot.test_admin import CANARY, CANARY_MARK
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -70,7 +71,16 @@ def test_support_finds_an_entry_and_explains_who_may_see_it(
     world: World, live_server: Any, page: Page
 ) -> None:
     bob, carol = world.bob.person.id, world.carol.person.id
-    entry = fact([say(chat_for(world.bob, world.bot), world.bob, CANARY)], content=CANARY)
+    entry = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.bob, bot=world.bot),
+                person=world.bob.person,
+                text=CANARY,
+            )
+        ],
+        content=CANARY,
+    )
     User.objects.create_user(username="support", password="pw-support", is_staff=True)
 
     page.goto(f"{live_server.url}/admin/login/")

@@ -52,7 +52,8 @@ from openbot.models import (
     Token,
 )
 from tests.conftest import World
-from tests.memory.builders import chat_for, fact, observation, say
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation
 from tests.memory.test_decryptions import CryptoSpy
 from tests.openbot.test_admin import CANARY, CANARY_MARK, registered_models, url
 
@@ -75,10 +76,16 @@ def build(world: World) -> Support:
     """A small but complete world, built through the services, every model with rows."""
     linked = services.bot_link(bot=world.bot, organization=world.other_org)
     services.grant_set(bot=linked, level="read", organization=world.other_org)
-    private_chat = chat_for(world.bob, world.bot)
-    private = fact([say(private_chat, world.bob, CANARY)], content=CANARY)
-    group_chat = chat_for(world.alice, world.bot, world.channel)
-    group = fact([say(group_chat, world.carol, CANARY)], content=CANARY)
+    private_chat = ChatFactory.create(owner=world.bob, bot=world.bot)
+    private = fact(
+        [ItemFactory.create(chat=private_chat, person=world.bob.person, text=CANARY)],
+        content=CANARY,
+    )
+    group_chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    group = fact(
+        [ItemFactory.create(chat=group_chat, person=world.carol.person, text=CANARY)],
+        content=CANARY,
+    )
     conclusion = observation([group], audience=f"for:channel:{world.channel.id}", content=CANARY)
     pinned = entry_remember(
         pool_id=world.bot.id,
@@ -535,8 +542,13 @@ def test_query_counts_do_not_grow_with_the_rows(world: World, staff: Client) -> 
     ]
     before = query_counts(staff, targets)
     for _ in range(3):  # more of everything: chats, turns, items, runs, calls, entries …
-        chat = chat_for(world.bob, world.bot)
-        fact([say(chat, world.bob), say(chat, world.bob)])
+        chat = ChatFactory.create(owner=world.bob, bot=world.bot)
+        fact(
+            [
+                ItemFactory.create(chat=chat, person=world.bob.person),
+                ItemFactory.create(chat=chat, person=world.bob.person),
+            ]
+        )
         observation([first.private], audience=f"for:person:{world.bob.person.id}")
         turn = chat_services.turn_start(chat=chat, person=world.bob.person, text="more")
         confide_hear(turn=Turn.objects.select_related("chat").get(pk=turn.pk), text="more")

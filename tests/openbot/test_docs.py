@@ -6,6 +6,10 @@ import re
 from typing import Any
 
 import httpx
+from django.core.management import call_command
+from django.test import Client
+
+from tests.openbot.test_settings import SETUP, production_env, python
 
 ASSET = re.compile(r'(?:src|href)="([^"]+)"')
 
@@ -42,3 +46,38 @@ def test_the_json_schema_is_shown_in_a_browser_and_lists_every_operation(
     ]
     assert len(operations) == 17
     assert all(operation["description"] for _, _, operation in operations)
+
+
+def test_production_serves_the_docs_assets_after_collectstatic(
+    db: Any, settings: Any, tmp_path: Any
+) -> None:
+    """[A13] With production's middleware and storage, `collectstatic` gathers the docs'
+    assets (hashed, compressed names) and WhiteNoise serves them: gunicorn alone serves
+    /v1/docs whole, with no proxy, no finders and no test server's static handler."""
+    shown = python(
+        production_env(),
+        "-c",
+        f"{SETUP}; import json; from django.conf import settings as s; "
+        "print(json.dumps({'MIDDLEWARE': s.MIDDLEWARE, 'STORAGES': s.STORAGES}))",
+    )
+    assert shown.returncode == 0, shown.stderr
+    production = json.loads(shown.stdout)
+    settings.MIDDLEWARE = production["MIDDLEWARE"]
+    settings.STORAGES = production["STORAGES"]
+    settings.STATIC_ROOT = tmp_path / "static"
+    settings.WHITENOISE_USE_FINDERS = False
+    settings.WHITENOISE_AUTOREFRESH = False
+    call_command("collectstatic", "--noinput", verbosity=0)
+    client = Client()  # a new handler: WhiteNoise reads STATIC_ROOT as it starts
+
+    page = client.get("/v1/docs")
+    assert page.status_code == 200
+    assets = ASSET.findall(page.content.decode())
+    assert len(assets) >= 2
+    for asset in assets:
+        assert re.search(r"\.[0-9a-f]{12}\.", asset), asset  # the hashed name
+        response = client.get(asset, HTTP_ACCEPT_ENCODING="gzip")
+        assert response.status_code == 200, asset
+        if asset.endswith((".js", ".css")):
+            assert response.get("Content-Encoding") == "gzip", asset
+        assert b"".join(response.streaming_content), asset  # type: ignore[attr-defined]

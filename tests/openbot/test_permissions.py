@@ -15,7 +15,8 @@ from chats import services as chat_services
 from chats.models import Chat
 from openbot import services
 from openbot.models import Membership
-from tests.conftest import World, make_actor
+from tests.conftest import World
+from tests.factories import ActorFactory
 
 ACTORS = ["alice", "bob", "carol", "dave", "no_token", "bad_token"]
 
@@ -319,7 +320,7 @@ def test_channel_membership_is_checked_at_each_read(scene: Scene) -> None:
 def test_token_is_bound_to_its_organization(world: World) -> None:
     """[H2] A person in two organizations acts in the token's organization only: erin is
     admin of org A, but with her org B token org A's settings, bot and chats are 404."""
-    erin_a = make_actor(world.org, "erin", admin=True)
+    erin_a = ActorFactory.create(organization=world.org, name="erin", admin=True)
     services.membership_add(organization=world.other_org, person=erin_a.person)
     token_b = services.token_create(person=erin_a.person, organization=world.other_org)
     erin_b = APIClient()
@@ -338,7 +339,7 @@ def test_token_is_bound_to_its_organization(world: World) -> None:
 
 def test_admin_role_is_not_bot_access(world: World) -> None:
     """[H3, X4] Being org admin gives no bot: only grants do."""
-    admin = make_actor(world.org, "otto", admin=True)
+    admin = ActorFactory.create(organization=world.org, name="otto", admin=True)
     private_bot = services.bot_create(organization=world.org, name="no grants")
     assert_error(admin.client().post("/v1/chats", {"bot": private_bot.id}, format="json"), 404)
 

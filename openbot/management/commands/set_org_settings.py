@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from openbot.apis import settings_body
+from openbot.apis import OrganizationSettingsOutput
 from openbot.management.commands._json import JsonCommand, lookup
 from openbot.models import Organization
 from openbot.services import organization_settings_update
@@ -29,4 +29,4 @@ class Command(JsonCommand):
             bot_memory_model=None if model in (None, "none") else model,
             clear_model=model == "none",
         )
-        return settings_body(organization)
+        return dict(OrganizationSettingsOutput(organization).data)
