@@ -27,9 +27,9 @@ from django.db.models.functions import Cast
 
 from chats.models import Chat, Item, Turn
 from chats.services import chat_history_delete, item_append, turn_end, turn_start
-from memorybot.calls import CALM_REPLY, model_call, reply_deadline_s
-from memorybot.confide import CONFIDE_TOOL, confide_hear
+from memorybot.confide import CALM_REPLY, CONFIDE_TOOL, confide_hear
 from memorybot.enrichment import enrich_input, enrichment_entry_ids
+from memorybot.gateway import model_call, reply_deadline_s
 from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from memorybot.providers import Message, ModelRequest
 from memorybot.purge import chat_model_calls_blank

@@ -10,11 +10,11 @@ the entries it was made from, so a purge of one of them deletes it [P4].
 
 from chats.models import Item, Turn
 from memory.selectors import context, validate_references
-from memorybot.calls import reply_deadline_s
+from memorybot.duty import duty_for, readers_of_chat
+from memorybot.gateway import reply_deadline_s
 from memorybot.models import Enrichment, EnrichmentEntry
 from memorybot.providers import EntryText, Material, Message, ModelRequest, first_json_object
 from memorybot.purge import entries_kept
-from memorybot.settings import duty_for, readers_of_chat
 
 CONTEXT_LIMIT = 4000
 # [B8] A bounded answer (the rewrite carries the input and the notes it uses): a model that

@@ -26,7 +26,8 @@ from memory.access import Reader, audience_allowed, visible_ids
 from memory.models import Change, Entry, EntryTag
 from memory.selectors import learning_context
 from memorybot.budget import budget_period_end
-from memorybot.calls import CallOutcome, learning_step_deadline_s
+from memorybot.duty import duty_for, readers_of_chat
+from memorybot.gateway import CallOutcome, learning_step_deadline_s
 from memorybot.models import Confession, LearningRun, ModelCall, ModelCallEntry
 from memorybot.providers import (
     EntryText,
@@ -37,7 +38,6 @@ from memorybot.providers import (
     ModelResult,
     first_json_object,
 )
-from memorybot.settings import duty_for, readers_of_chat
 from openbot.fields import readable
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from chats.models import Chat
 from memory.access import Reader
 from memory.selectors import pool_settings
 from memorybot.budget import BudgetPeriod
-from memorybot.calls import CallOutcome, model_call
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.providers import ModelRequest
 from openbot.models import Bot, Organization
 
