@@ -11,10 +11,10 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from chats.models import Item
-from memory.management.commands import reencrypt
 from memory.models import Change, Entry, Evidence
 from openbot import services
 from openbot.fields import EncryptionKeyError, encrypted_tables
+from openbot.management.commands import reencrypt
 from tests.conftest import World
 from tests.memory.builders import chat_for, fact, observation, say, set_status
 
