@@ -73,7 +73,7 @@ def duty_for(chat: Chat) -> Duty:
     )
 
 
-def readers_of_chat(chat: Chat, person_id: str | None) -> Reader:
+def reader_of_chat(chat: Chat, person_id: str | None) -> Reader:
     """[N2, W5] The readers of an answer: the channel group of a group chat, else the person
     of the turn (the chat's owner when a notice started it).
 

@@ -23,7 +23,7 @@ from chats import services as chat_services
 from chats.models import Chat, Item, Turn
 from chats.turns import turn_run
 from memory.models import Entry, EntryTag
-from memorybot.learning import LEARN_PROMPT
+from memorybot.learning_step import LEARN_PROMPT
 from memorybot.models import LearningRun
 from openbot import services
 from openbot.models import Bot, Channel
