@@ -74,7 +74,7 @@ def observation(
     """An observation over `sources` for `audience`, carrying their where-from tags [W7]; the
     audience is not checked, so tests can build what learning would refuse [V5]."""
     sources = list(sources)
-    with pool_change(pool_id=sources[0].pool_id, by=Change.By.MEMORY_BOT) as change:
+    with pool_change(pool_id=sources[0].bot_id, by=Change.By.MEMORY_BOT) as change:
         return observation_create_in(
             change,
             source_ids=[source.id for source in sources],
@@ -87,5 +87,5 @@ def observation(
 
 def set_status(entry: Entry, status: str) -> None:
     """The memory bot marks `entry` invalidated (or retracted) [E5]."""
-    with pool_change(pool_id=entry.pool_id, by=Change.By.MEMORY_BOT) as change:
+    with pool_change(pool_id=entry.bot_id, by=Change.By.MEMORY_BOT) as change:
         entry_set_status_in(change, entry_id=entry.id, status=status)
