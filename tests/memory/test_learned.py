@@ -3,8 +3,13 @@
 
 from typing import Any
 
+from chats.models import Item
 from memory.access import Reader, visible_ids
 from memory.learned import (
+    NOTICE,
+    PERSON,
+    SOURCE_KINDS,
+    TOOL_RESULT,
     ChatPlace,
     LearningRange,
     Refusal,
@@ -165,3 +170,10 @@ def test_an_observation_carries_its_sources_tags_and_no_wider_audience(world: Wo
         "chat:chat_1",
         f"for:person:{alice}",
     }
+
+
+def test_the_item_kinds_learning_knows_are_the_chats_own() -> None:
+    """Memory never imports chats: the kinds it names must stay the values chats stores."""
+    assert {PERSON, TOOL_RESULT, NOTICE} == SOURCE_KINDS
+    assert set(Item.Kind.values) > SOURCE_KINDS
+    assert Item.Kind.BOT not in SOURCE_KINDS and Item.Kind.TOOL_CALL not in SOURCE_KINDS
