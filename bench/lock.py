@@ -245,8 +245,8 @@ def learning_apply(bot: Bot, reader: Reader, source_id: str, audience: str) -> N
     """What learning's apply does for one new observation [W7, V5]: the source is checked
     against the run's readers and the audience against the sources, then it is written."""
     with pool_change(pool_id=bot.id, by=Change.By.MEMORY_BOT) as change:
-        readers = reader.as_of_now()
-        assert visible_ids(pool_id=bot.id, reader=readers, ids=[source_id], active_only=True)
+        reader = reader.as_of_now()
+        assert visible_ids(pool_id=bot.id, reader=reader, ids=[source_id], active_only=True)
         assert audience_allowed(source_ids=[source_id], audience=audience)
         tags = Entry.objects.get(id=source_id).tag_rows.exclude(kind="for")
         entry_create_in(

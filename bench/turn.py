@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}, runs: {args.runs}")
     # One INFO line per model call would time the terminal, not the turn.
-    logging.getLogger("memorybot.calls").setLevel(logging.WARNING)
+    logging.getLogger("memorybot.gateway").setLevel(logging.WARNING)
     # Production runs without DEBUG; with it every query would also be logged and timed.
     with override_settings(DEBUG=False):
         met = run(runs=args.runs, fresh=args.fresh)

@@ -13,9 +13,13 @@ from chats.selectors import chat_items
 from chats.services import MAX_TEXT, chat_create
 from chats.turns import chat_history_forget, turn_run
 from memorybot.models import Confession, Enrichment, LearningRun
-from memorybot.selectors import learning_run_of_turn, learning_runs_of_chat
+from memorybot.selectors import (
+    confessions_of_chat,
+    enrichments_of_chat,
+    learning_run_of_turn,
+    learning_runs_of_chat,
+)
 from openbot.clock import to_ms
-from openbot.fields import readable
 from openbot.permissions import CanReadBot
 from openbot.schema import errors
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
@@ -221,14 +225,14 @@ class ChatViewSet(ChatScopedViewSet):
     @action(detail=True, methods=["get"])
     def confessions(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] What the bot confided and the replies; review before showing to people."""
-        confessions = readable(Confession.objects.filter(chat=self.chat).order_by("id"))
+        confessions = confessions_of_chat(chat_id=self.chat.id)
         return Response(ConfessionsOutput({"confessions": confessions}).data)
 
     @extend_schema(responses={200: EnrichmentsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def enrichments(self, request: Request, chat_id: str) -> Response:
         """[A6, C5] Per turn: the new text, the person's words and the entries used."""
-        enrichments = readable(Enrichment.objects.filter(chat=self.chat).order_by("id"))
+        enrichments = enrichments_of_chat(chat_id=self.chat.id)
         return Response(EnrichmentsOutput({"enrichments": enrichments}).data)
 
     @extend_schema(responses={200: LearningRunsOutput, **errors(401, 404)})

@@ -27,12 +27,13 @@ from django.db.models.functions import Cast
 
 from chats.models import Chat, Item, Turn
 from chats.services import chat_history_delete, item_append, turn_end, turn_start
-from memorybot.calls import CALM_REPLY, model_call, reply_deadline_s
-from memorybot.confide import CONFIDE_TOOL, confide_hear
+from memorybot.confide import CALM_REPLY, CONFIDE_TOOL, confide_hear
 from memorybot.enrichment import enrich_input, enrichment_entry_ids
-from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
+from memorybot.gateway import model_call, reply_deadline_s
+from memorybot.models import ModelCall
 from memorybot.providers import Message, ModelRequest
-from memorybot.purge import chat_model_calls_blank
+from memorybot.selectors import learning_runs_waiting
+from memorybot.services import chat_records_forget
 from memorybot.tasks import learning_enqueue
 from openbot.fields import EncryptionKeyError, decrypt
 from openbot.models import Person
@@ -185,13 +186,7 @@ def _end(run: _Run, reply: str) -> Item:
     with transaction.atomic():
         bot_item = item_append(chat=run.chat, kind=Item.Kind.BOT, text=reply, turn=run.turn)
         turn_end(turn=run.turn, error=run.error)
-        learning_enqueue(
-            list(
-                LearningRun.objects.filter(
-                    turn=run.turn, status=LearningRun.Status.WAITING
-                ).values_list("id", flat=True)
-            )
-        )
+        learning_enqueue(learning_runs_waiting(turn_id=run.turn.pk))
     return bot_item
 
 
@@ -222,7 +217,4 @@ def chat_history_forget(*, chat: Chat) -> None:
     results of its model calls [P4]. Memory learned from the chat stays; purging `chat:<id>`
     removes that too."""
     chat_history_delete(chat=chat)
-    Confession.objects.filter(chat=chat).delete()
-    # Ids only: the delete collector would otherwise load (and decrypt) the rows.
-    Enrichment.objects.filter(chat=chat).only("id").delete()
-    chat_model_calls_blank(chat_id=chat.id)
+    chat_records_forget(chat_id=chat.id)

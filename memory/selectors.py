@@ -154,15 +154,15 @@ class Context:
     contents: list[str]
 
 
-def context(bot: Bot, readers: Reader, limit: int) -> Context:
+def context(bot: Bot, reader: Reader, limit: int) -> Context:
     """[S1] Active visible entries in memory order, up to the first that does not fit `limit`
     characters; entries after it are not decrypted."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
-        readers = readers.as_of_now()
+        reader = reader.as_of_now()
         chosen: list[str] = []
         used = 0
-        for entry_id, length in visible_in_order(pool_id=pool_id, reader=readers, active_only=True):
+        for entry_id, length in visible_in_order(pool_id=pool_id, reader=reader, active_only=True):
             if used + length + CONTEXT_LINE_OVERHEAD > limit:
                 break
             used += length + CONTEXT_LINE_OVERHEAD
@@ -176,23 +176,23 @@ def context(bot: Bot, readers: Reader, limit: int) -> Context:
     )
 
 
-def has_entries(bot: Bot, readers: Reader) -> bool:
+def has_entries(bot: Bot, reader: Reader) -> bool:
     """[S2] Whether any active entry is visible, even if none fits; decrypts nothing."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
-        readers = readers.as_of_now()
-        return any_visible(pool_id=pool_id, reader=readers, active_only=True)
+        reader = reader.as_of_now()
+        return any_visible(pool_id=pool_id, reader=reader, active_only=True)
 
 
-def validate_references(bot: Bot, readers: Reader, ids: list[str]) -> bool:
+def validate_references(bot: Bot, reader: Reader, ids: list[str]) -> bool:
     """[S3] Whether a stored model answer naming `ids` may still be used: every entry (and,
     through the access rule, every source) is active and visible now; no content is read."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
-        readers = readers.as_of_now()
+        reader = reader.as_of_now()
         wanted = set(ids)
         return wanted <= visible_ids(
-            pool_id=pool_id, reader=readers, ids=list(wanted), active_only=True
+            pool_id=pool_id, reader=reader, ids=list(wanted), active_only=True
         )
 
 
@@ -254,7 +254,7 @@ class LearningContext:
 
 def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> LearningContext:
     """[W5, V7] The first `limit` valid entries (active, every source provable) in memory
-    order that the run's readers may see, and topic counts over every valid entry of the
+    order that the run's reader may see, and topic counts over every valid entry of the
     run's organization — deliberately narrower than the source document: see SPEC [W5]."""
     with pool_read(pool_id):
         reader = reader.as_of_now()

@@ -10,11 +10,11 @@ a model set, a confession also stores a learning run for its turn [F4, W1].
 from django.db import transaction
 
 from chats.models import Turn
-from memorybot.calls import CALM_REPLY, reply_deadline_s
+from memorybot.duty import duty_for
+from memorybot.gateway import reply_deadline_s
 from memorybot.learning import learning_run_create
 from memorybot.models import Confession
 from memorybot.providers import Material, Message, ModelRequest, Tool
-from memorybot.settings import duty_for
 
 CONFIDE_TOOL = Tool(
     name="confide",
@@ -34,6 +34,12 @@ PRIEST_PROMPT = (
     "a confession. Listen and do not judge. If it made a mistake, say that a mistake is part "
     "of the work, and ask it to tell the person openly and to repair what it can. Do not give "
     "it new tasks. Answer briefly and kindly, in plain words."
+)
+
+# [B7] The calm reply: one fixed, friendly text, the same every time. It never mentions memory.
+CALM_REPLY = (
+    "Thank you for telling me. Take a calm breath: you are doing fine. "
+    "Carry on with the person, openly and kindly."
 )
 
 MAX_CONFESSION = 8_000

@@ -10,11 +10,11 @@ the entries it was made from, so a purge of one of them deletes it [P4].
 
 from chats.models import Item, Turn
 from memory.selectors import context, validate_references
-from memorybot.calls import reply_deadline_s
+from memorybot.duty import duty_for, reader_of_chat
+from memorybot.gateway import reply_deadline_s
 from memorybot.models import Enrichment, EnrichmentEntry
 from memorybot.providers import EntryText, Material, Message, ModelRequest, first_json_object
 from memorybot.purge import entries_kept
-from memorybot.settings import duty_for, readers_of_chat
 
 CONTEXT_LIMIT = 4000
 # [B8] A bounded answer (the rewrite carries the input and the notes it uses): a model that
@@ -43,8 +43,8 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
     duty = duty_for(chat)
     if not chat.organization.bot_memory or duty.model is None:  # [N4]
         return original
-    readers = readers_of_chat(chat, turn.person_id)
-    found = context(chat.bot, readers, CONTEXT_LIMIT)
+    reader = reader_of_chat(chat, turn.person_id)
+    found = context(chat.bot, reader, CONTEXT_LIMIT)
     # [S2] No visible entry (or none that fits): no model call. `context` answers this
     # already, so a separate `has_entries` query would only repeat its work [Q2].
     if not found.entry_ids:
@@ -82,7 +82,7 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
     if not used or text == original:
         return original
     # [N2, S3] Every named entry must still be one these readers may use, checked now.
-    if not validate_references(chat.bot, readers, used):
+    if not validate_references(chat.bot, reader, used):
         return original
     # [P4] Stored with every entry it was made from, unless one was purged meanwhile.
     with entries_kept(pool_id=chat.bot.pool_bot_id, entry_ids=found.entry_ids) as kept:

@@ -10,64 +10,30 @@ only [X2], and a delivery that finds the run done, claimed or not ready does not
 
 import json
 import logging
-import re
-from dataclasses import dataclass
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from chats.models import Chat, Event, Item, Turn
+from chats.models import Chat, Event, Turn
 from memory import services as memory
-from memory.access import Reader, audience_allowed, visible_ids
-from memory.models import Change, Entry, EntryTag
-from memory.selectors import learning_context
+from memory.learned import learned_changes_apply_in
+from memory.models import Change
 from memorybot.budget import budget_period_end
-from memorybot.calls import CallOutcome, learning_step_deadline_s
-from memorybot.models import Confession, LearningRun, ModelCall, ModelCallEntry
-from memorybot.providers import (
-    EntryText,
-    ItemText,
-    Material,
-    Message,
-    ModelRequest,
-    ModelResult,
-    first_json_object,
-)
-from memorybot.settings import duty_for, readers_of_chat
-from openbot.fields import readable
+from memorybot.duty import duty_for, reader_of_chat
+from memorybot.gateway import CallOutcome, learning_step_deadline_s
+from memorybot.learning_step import bot_words, learning_range, learning_request, parse_changes
+from memorybot.models import LearningRun, ModelCall, ModelCallEntry
+from memorybot.providers import ModelResult
 
 logger = logging.getLogger(__name__)
 
 STEP = "changes"
 MAX_CLAIMS = 5
-LEARNING_CONTEXT_SIZE = 300
-# [B8] A bounded answer: a model that rambles is cut by its server, not by the step's limit.
-ANSWER_MAX_TOKENS = 1024
-SOURCE_KINDS = {Item.Kind.PERSON, Item.Kind.TOOL_RESULT, Item.Kind.NOTICE}
-INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
-ITEM_ID = re.compile(r"i-([0-9]{1,9})")
-
-LEARN_PROMPT = (
-    "You keep the notes an assistant learns from its work with people. You get the new items "
-    "of a chat, the notes that exist, and the owner's rules on privacy and sharing. Propose "
-    'changes as a JSON object {"changes": [...]} where each change is one of:\n'
-    '- {"kind": "add", "layer": "fact", "content": str, "sources": [{"chat": id, "item": '
-    '"i-<n>"}], "topics": [topic]} — something the items show; its sources must include a '
-    "person's item (bot messages and notices only show where to look; a tool result alone is "
-    "not enough);\n"
-    '- {"kind": "add", "layer": "observation", "content": str, "sources": [{"entry": id}], '
-    '"confidence": 0..1, "topics": [topic], "audience": "channel" | "bot" (optional)} — a '
-    "conclusion from existing notes;\n"
-    '- {"kind": "invalidate", "id": id} — a note that is no longer true;\n'
-    '- {"kind": "topics", "id": id, "add": [topic], "remove": [topic]};\n'
-    '- {"kind": "rename", "from": topic, "to": topic}.\n'
-    'Topics are lowercase letters, digits and single hyphens. Answer {"changes": []} when '
-    "there is nothing to learn."
-)
 
 
 def learning_run_create(*, turn: Turn) -> LearningRun:
@@ -223,7 +189,7 @@ def _advance(run: LearningRun, lease: datetime) -> None:
         return
     result = _recorded_result(run)
     if result is None:
-        request = _request(run, chat, duty.instructions)
+        request = learning_request(run, chat, duty.instructions)
         renewed = _renew(run, lease)
         if renewed is None:
             return  # another worker took the run over while this one waited to read the pool
@@ -250,7 +216,7 @@ def _advance(run: LearningRun, lease: datetime) -> None:
             _finish(run, lease, LearningRun.Status.FAILED, _cause(outcome))
             return
         result = outcome.result
-    changes = _parse_changes(result.content)
+    changes = parse_changes(result.content)
     if changes is None:
         _finish(run, lease, LearningRun.Status.FAILED, LearningRun.Error.BAD_OUTPUT)
         return
@@ -292,108 +258,6 @@ def _recorded_result(run: LearningRun) -> ModelResult | None:
     return ModelResult.from_json(json.loads(result))
 
 
-def _run_items(run: LearningRun) -> list[Item]:
-    """The run's items; [X5] one that no key opens is left out (and logged), not fatal."""
-    return readable(
-        Item.objects.filter(chat_id=run.chat_id, seq__gt=run.start_seq, seq__lte=run.end_seq)
-        .exclude(kind=Item.Kind.TOOL_CALL)
-        .order_by("seq")
-    )
-
-
-def _bot_words(run: LearningRun) -> list[str]:
-    """[W1] What the bot said in the run's turn: its confessions. They show the memory bot
-    where to look and never become memory themselves."""
-    return [confession.text for confession in readable(Confession.objects.filter(turn=run.turn))]
-
-
-def _words(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def _request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
-    """[W5] The new items (each marked for what it is), the confession as a pointer only,
-    the owner's instructions, the first 300 valid entries the run's readers may see, and
-    topic counts over all valid entries of the organization."""
-    items = _run_items(run)
-    readers = readers_of_chat(chat, run.turn.person_id)
-    known = learning_context(
-        pool_id=chat.bot.pool_bot_id, reader=readers, limit=LEARNING_CONTEXT_SIZE
-    )
-    labels = {
-        Item.Kind.PERSON: "a person said",
-        Item.Kind.BOT: "the assistant said (only shows where to look)",
-        Item.Kind.TOOL_RESULT: "a tool result",
-        Item.Kind.NOTICE: "an OpenBot notice (not a person's words)",
-    }
-    lines = [
-        f"[{chat.id} i-{item.seq}] {labels[Item.Kind(item.kind)]}"
-        + (f" from app {item.app}" if item.app else "")
-        + f": {item.text}"
-        for item in items
-    ]
-    notes = [
-        f"[{entry_id}] ({', '.join(topics) or 'no topics'}) {content}"
-        for entry_id, content, topics in known.entries
-    ]
-    counts = ", ".join(f"{topic}: {count}" for topic, count in sorted(known.topic_counts.items()))
-    confided = "\n".join(f"- {text}" for text in _bot_words(run)) or "(nothing)"
-    prompt = (
-        "The assistant confided during this turn: look at these items for what is worth "
-        "keeping.\n\n"
-        "What the assistant confided (the bot's own words: they only show where to look and "
-        f"never become memory):\n{confided}\n\n"
-        f"Owner's rules: {instructions or '(none)'}\n\n"
-        "New items:\n" + "\n".join(lines) + "\n\n"
-        "Existing notes:\n" + ("\n".join(notes) or "(none)") + "\n\n"
-        f"Topic counts: {counts or '(none)'}"
-    )
-    return ModelRequest(
-        messages=(Message.system(LEARN_PROMPT), Message.user(prompt)),
-        json_output=True,
-        max_output_tokens=ANSWER_MAX_TOKENS,
-        material=Material(
-            items=tuple(
-                ItemText(chat=chat.id, item=item.public_id, kind=item.kind, text=item.text)
-                for item in items
-            ),
-            entries=tuple(
-                EntryText(id=entry_id, content=content) for entry_id, content, _ in known.entries
-            ),
-        ),
-    )
-
-
-def _parse_changes(content: str | None) -> list[Any] | None:
-    data = first_json_object(content)
-    if data is None or not isinstance(data.get("changes"), list):
-        return None
-    changes: list[Any] = data["changes"]
-    return changes
-
-
-class Refused(Exception):
-    """A proposed change that is not applied; `reason` is recorded on the run [W7]."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass
-class _Apply:
-    """What one apply knows: the run, its chat, its readers and the range still to learn."""
-
-    run: LearningRun
-    chat: Chat
-    readers: Reader
-    first_seq: int
-    change: memory.PoolChange
-    # [W1] The bot's words in the run (confessions, its messages), normalized: a change whose
-    # content is only those words is refused.
-    bot_words: frozenset[str] = frozenset()
-
-
 def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | None = None) -> None:
     """[W4, W6, W7] Apply what may be applied, refuse the rest per change, advance the read
     position and end the run — one transaction under the pool's write lock.
@@ -402,40 +266,24 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
     claimed it since: a delivery whose lease ran out while it waited for the lock must not
     apply the same answer a second time."""
     chat = Chat.objects.select_related("bot__source", "organization", "channel").get(id=run.chat_id)
-    refusals: list[dict[str, Any]] = []
-    said_by_bot = readable(
-        Item.objects.filter(
-            chat_id=run.chat_id,
-            kind=Item.Kind.BOT,
-            seq__gt=run.start_seq or 0,
-            seq__lte=run.end_seq or 0,
-        )
-    )
-    bot_words = frozenset(
-        _words(text) for text in [*_bot_words(run), *(item.text for item in said_by_bot)]
-    )
+    said = bot_words(run)  # read before the lock: decryption never holds it
     with memory.pool_change(pool_id=chat.bot.pool_bot_id, by=Change.By.MEMORY_BOT) as change:
-        # [L1, W6] The readers' rights as of now, read under the write lock.
-        readers = readers_of_chat(chat, run.turn.person_id).as_of_now()
         if _held(run, lease).select_for_update().values_list("id", flat=True).first() is None:
             return
         # The newest read position, locked: evidence another run applied is never applied again.
         position = Chat.objects.select_for_update().values_list("read_position", flat=True)
         read_position = position.get(id=chat.id)
-        state = _Apply(
-            run=run,
-            chat=chat,
-            readers=readers,
-            first_seq=max(read_position, run.start_seq or 0) + 1,
-            change=change,
-            bot_words=bot_words,
+        refusals = learned_changes_apply_in(
+            change,
+            proposals=changes,
+            within=learning_range(
+                run,
+                chat,
+                first_seq=max(read_position, run.start_seq or 0) + 1,
+                bot_words=said,
+            ),
+            reader=reader_of_chat(chat, run.turn.person_id),
         )
-        for index, proposed in enumerate(changes):
-            try:
-                with transaction.atomic():
-                    _apply_one(state, proposed)
-            except Refused as refusal:
-                refusals.append({"change": index, "reason": refusal.reason})
         # [P4] The step's answer carries the content of the entries it created or changed.
         ModelCallEntry.objects.bulk_create(
             [
@@ -449,191 +297,8 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
         )
         if run.end_seq is not None and run.end_seq > read_position:
             Chat.objects.filter(id=chat.id).update(read_position=run.end_seq)
-        run.refusals = refusals
+        run.refusals = [asdict(refusal) for refusal in refusals]
         run.applied = len(changes) - len(refusals)
         _finish(run, lease, LearningRun.Status.DONE)
     if refusals:
         logger.info("learning run %s: %d change(s) refused", run.id, len(refusals))
-
-
-def _apply_one(state: _Apply, proposed: Any) -> None:
-    if not isinstance(proposed, dict):
-        raise Refused("not_a_change")
-    kind = proposed.get("kind")
-    if kind == "add" and proposed.get("layer") == "fact":
-        _add_fact(state, proposed)
-    elif kind == "add" and proposed.get("layer") == "observation":
-        _add_observation(state, proposed)
-    elif kind == "invalidate":
-        entry_id = _visible_entry(state, proposed.get("id"))
-        memory.entry_set_status_in(state.change, entry_id=entry_id, status=Entry.Status.INVALIDATED)
-    elif kind == "topics":
-        entry_id = _visible_entry(state, proposed.get("id"))
-        memory.entry_topics_in(
-            state.change,
-            entry_id=entry_id,
-            add=_topics(proposed.get("add", [])),
-            remove=_topics(proposed.get("remove", [])),
-        )
-    elif kind == "rename":
-        old, new = _topics([proposed.get("from")]), _topics([proposed.get("to")])
-        memory.topic_rename_in(state.change, old=old[0], new=new[0])
-    else:
-        raise Refused("unknown_change")
-
-
-def _topics(value: Any) -> list[str]:
-    """[E3, W7] Topics only: colon tags and bad topics are refused."""
-    if not isinstance(value, list) or not all(isinstance(topic, str) for topic in value):
-        raise Refused("bad_topic")
-    if any(":" in topic for topic in value):
-        raise Refused("colon_tag")
-    if not all(memory.is_topic(topic) for topic in value):
-        raise Refused("bad_topic")
-    return list(dict.fromkeys(value))
-
-
-def _content(state: _Apply, proposed: dict[str, Any]) -> str:
-    content = proposed.get("content")
-    if not isinstance(content, str) or not content.strip() or len(content) > memory.MAX_CONTENT:
-        raise Refused("bad_content")
-    if _words(content) in state.bot_words:
-        raise Refused("bot_words_as_content")  # [W1] they point; they never become memory
-    return content.strip()
-
-
-def _visible_entry(state: _Apply, entry_id: Any) -> str:
-    """[W6, V7] An entry the run's readers may use now: active, visible, newest state."""
-    if not isinstance(entry_id, str) or not visible_ids(
-        pool_id=state.change.pool_id, reader=state.readers, ids=[entry_id], active_only=True
-    ):
-        raise Refused("source_not_visible")
-    return entry_id
-
-
-def _add_fact(state: _Apply, proposed: dict[str, Any]) -> None:
-    """[W7] A fact: its sources are items of this run's range; OpenBot builds its tags and
-    evidence from stored data — the turn persons, chat, channel, organization and app."""
-    content, topics = _content(state, proposed), _topics(proposed.get("topics", []))
-    sources = proposed.get("sources")
-    if not isinstance(sources, list) or not sources:
-        raise Refused("no_sources")
-    seqs: list[int] = []
-    for source in sources:
-        item = source.get("item") if isinstance(source, dict) else None
-        # ASCII digits only: str.isdigit() also accepts "²", which int() cannot read.
-        found = ITEM_ID.fullmatch(item) if isinstance(item, str) else None
-        if not isinstance(source, dict) or source.get("chat") != state.chat.id or found is None:
-            raise Refused("source_outside_range")
-        seqs.append(int(found.group(1)))
-    seqs = list(dict.fromkeys(seqs))
-    if any(seq < state.first_seq or seq > (state.run.end_seq or 0) for seq in seqs):
-        raise Refused("source_outside_range")
-    # Only metadata is checked: the sources' text is neither needed nor decrypted.
-    items = list(
-        Item.objects.select_related("turn")
-        .defer("text")
-        .filter(chat_id=state.chat.id, seq__in=seqs)
-    )
-    if len(items) != len(seqs):
-        raise Refused("source_missing")
-    if any(item.kind not in SOURCE_KINDS for item in items):
-        raise Refused("bot_words_as_source")  # [W1] the bot's words never become memory
-    if not any(item.kind == Item.Kind.PERSON for item in items):
-        raise Refused("no_person_source")  # tool results and notices never alone
-    chat = state.chat
-    tags: list[str] = []
-    evidence: list[memory.ItemEvidence] = []
-    for item in sorted(items, key=lambda item: item.seq):
-        person_id = item.turn.person_id if item.turn is not None else None
-        if item.kind == Item.Kind.PERSON:
-            if person_id is None:
-                raise Refused("no_person_source")
-            tags.append(f"from:{person_id}")
-        if item.kind == Item.Kind.TOOL_RESULT and (item.tool or item.app):
-            tags.append(f"app:{item.tool or item.app}")  # [E3] `app:<tool>`
-        # [V2, V3] The access rule of each source item, stored with the entry.
-        rule = (
-            f"channel:{chat.channel_id}"
-            if chat.channel_id is not None
-            else f"person:{person_id or chat.owner_id}"
-        )
-        evidence.append(
-            memory.ItemEvidence(
-                chat_id=chat.id, item_seq=item.seq, rule=rule, organization_id=chat.organization_id
-            )
-        )
-    audience = sorted({f"for:{proof.rule}" for proof in evidence})
-    tags += audience + [f"org:{chat.organization_id}", f"chat:{chat.id}"]
-    if chat.channel_id is not None:
-        tags.append(f"channel:{chat.channel_id}")
-    memory.entry_create_in(
-        state.change,
-        layer=Entry.Layer.FACT,
-        content=content,
-        tags=tags + topics,
-        source_items=[(chat.id, item.seq) for item in sorted(items, key=lambda item: item.seq)],
-        evidence=evidence,
-    )
-
-
-def _add_observation(state: _Apply, proposed: dict[str, Any]) -> None:
-    """[W7, V5] An observation over entries the run's readers may see; it carries the
-    `from:`, `org:`, `chat:`, `channel:`, `app:` tags of all its sources so purge reaches it,
-    and an audience every source allows."""
-    content, topics = _content(state, proposed), _topics(proposed.get("topics", []))
-    confidence = proposed.get("confidence")
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not 0 <= confidence <= 1
-    ):
-        raise Refused("bad_confidence")
-    sources = proposed.get("sources")
-    if not isinstance(sources, list) or not sources:
-        raise Refused("no_sources")
-    source_ids = [source.get("entry") if isinstance(source, dict) else None for source in sources]
-    if not all(isinstance(source_id, str) for source_id in source_ids):
-        raise Refused("source_not_visible")
-    ids = list(dict.fromkeys(str(source_id) for source_id in source_ids))
-    if set(ids) != visible_ids(
-        pool_id=state.change.pool_id, reader=state.readers, ids=ids, active_only=True
-    ):
-        raise Refused("source_not_visible")
-    source_tags = EntryTag.objects.filter(entry_id__in=ids)
-    inherited = list(
-        dict.fromkeys(
-            source_tags.filter(kind__in=INHERITED_KINDS)
-            .order_by("id")
-            .values_list("tag", flat=True)
-        )
-    )
-    for_sets: dict[str, set[str]] = {source_id: set() for source_id in ids}
-    for source_id, tag in source_tags.filter(kind="for").values_list("entry_id", "tag"):
-        for_sets[source_id].add(tag)
-    common = sorted(set.intersection(*for_sets.values()))
-    wanted = proposed.get("audience")
-    if wanted is None:
-        audience = common or [_readers_tag(state.readers)]
-    elif wanted == "bot":
-        audience = ["for:bot"]
-    elif wanted == "channel" and state.chat.channel_id is not None:
-        audience = [f"for:channel:{state.chat.channel_id}"]
-    else:
-        raise Refused("bad_audience")
-    if not all(audience_allowed(source_ids=ids, audience=tag) for tag in audience):
-        raise Refused("audience_too_wide")  # [V5]
-    memory.entry_create_in(
-        state.change,
-        layer=Entry.Layer.OBSERVATION,
-        content=content,
-        tags=inherited + audience + topics,
-        source_entries=ids,
-        confidence=float(confidence),
-    )
-
-
-def _readers_tag(readers: Reader) -> str:
-    if readers.circle_id is not None:
-        return f"for:channel:{readers.circle_id}"
-    return f"for:person:{readers.person_id}"

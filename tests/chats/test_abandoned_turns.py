@@ -13,7 +13,7 @@ from chats.models import Event, Turn
 from chats.services import turn_end, turn_start
 from memorybot.learning import learning_run_create
 from memorybot.models import LearningRun
-from memorybot.worker import ABANDONED_AFTER_DEADLINE_SECONDS
+from memorybot.recovery import ABANDONED_AFTER_DEADLINE_SECONDS
 from tests.conftest import World
 from tests.factories import ChatFactory
 

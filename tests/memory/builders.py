@@ -1,19 +1,17 @@
 """Small builders for memory tests, all through the real services.
 
-Chats and items come from `tests.factories`; learned entries go through `memory.services`,
-with the OpenBot-owned tags and the access evidence built the way learning builds them [V2, V3, W7]:
-a fact is `from:` the stored turn persons of its items and `for:` the person of the turn (a
-private chat) or the channel group (a group chat).
+Chats and items come from `tests.factories`; entries through `memory.learned`, the service
+learning applies its changes with, so their OpenBot-owned tags and access evidence are the
+ones learning builds [V2, V3, W7]: a fact is `from:` the stored turn persons of its items and
+`for:` the person of the turn (a private chat) or the channel group (a group chat).
 """
 
 from collections.abc import Iterable
 
 from chats.models import Chat, Item
-from memory.models import Change, Entry, EntryTag
-from memory.services import ItemEvidence, entry_create_in, entry_set_status_in, pool_change
-
-# The OpenBot-owned tags an observation carries over from its sources, so purge reaches it.
-INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
+from memory.learned import ChatPlace, SourceItem, fact_create_in, observation_create_in
+from memory.models import Change, Entry
+from memory.services import entry_set_status_in, pool_change
 
 
 def fact(
@@ -23,35 +21,27 @@ def fact(
     topics: Iterable[str] = (),
     by: str = Change.By.MEMORY_BOT,
 ) -> Entry:
-    """A fact learned from person items of one chat, tagged and evidenced per [V2, V3, W7]."""
+    """A fact learned from person items of one chat, tagged and evidenced as learning does
+    it [V2, V3, W7]."""
     items = list(items)
     chat = Chat.objects.select_related("bot").get(pk=items[0].chat_id)
-    people = list(dict.fromkeys(item.turn.person_id for item in items if item.turn))
-    if chat.channel_id:
-        rules = [f"channel:{chat.channel_id}"] * len(items)
-        audience = [f"for:channel:{chat.channel_id}"]
-        where = [f"chat:{chat.id}", f"channel:{chat.channel_id}"]
-    else:
-        rules = [f"person:{item.turn.person_id}" for item in items if item.turn]
-        audience = [f"for:person:{person}" for person in people]
-        where = [f"chat:{chat.id}"]
-    tags = [f"from:{person}" for person in people] + audience + [f"org:{chat.organization_id}"]
+    place = ChatPlace(
+        chat_id=chat.id,
+        organization_id=chat.organization_id,
+        owner_id=chat.owner_id,
+        channel_id=chat.channel_id,
+    )
     with pool_change(pool_id=chat.bot.pool_bot_id, by=by) as change:
-        return entry_create_in(
+        return fact_create_in(
             change,
-            layer=Entry.Layer.FACT,
-            content=content,
-            tags=tags + where + list(topics),
-            source_items=[(chat.id, item.seq) for item in items],
-            evidence=[
-                ItemEvidence(
-                    chat_id=chat.id,
-                    item_seq=item.seq,
-                    rule=rule,
-                    organization_id=chat.organization_id,
-                )
-                for item, rule in zip(items, rules, strict=True)
+            place=place,
+            items=[
+                SourceItem(seq=item.seq, kind=item.kind, person_id=item.turn.person_id)
+                for item in items
+                if item.turn
             ],
+            content=content,
+            topics=list(topics),
         )
 
 
@@ -63,19 +53,17 @@ def observation(
     confidence: float = 0.7,
     topics: Iterable[str] = (),
 ) -> Entry:
-    """An observation over `sources` for `audience`, carrying their where-from tags [W7]."""
+    """An observation over `sources` for `audience`, carrying their where-from tags [W7]; the
+    audience is not checked, so tests can build what learning would refuse [V5]."""
     sources = list(sources)
-    inherited = EntryTag.objects.filter(entry__in=sources, kind__in=INHERITED_KINDS).values_list(
-        "tag", flat=True
-    )
     with pool_change(pool_id=sources[0].bot_id, by=Change.By.MEMORY_BOT) as change:
-        return entry_create_in(
+        return observation_create_in(
             change,
-            layer=Entry.Layer.OBSERVATION,
+            source_ids=[source.id for source in sources],
+            audience=[audience],
             content=content,
-            tags=sorted(set(inherited)) + [audience] + list(topics),
-            source_entries=[source.id for source in sources],
             confidence=confidence,
+            topics=list(topics),
         )
 
 

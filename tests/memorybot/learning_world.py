@@ -22,7 +22,7 @@ from dramatiq.brokers.stub import StubBroker
 from chats.models import Chat, Item, Turn
 from chats.turns import turn_run
 from memory.models import Entry, EntryTag
-from memorybot.learning import LEARN_PROMPT
+from memorybot.learning_step import LEARN_PROMPT
 from memorybot.models import LearningRun
 from openbot import services
 from tests.conftest import Actor, World

@@ -13,9 +13,9 @@ from chats.models import Chat
 from chats.turns import BOT_PROMPT
 from memory.models import Entry, Pool
 from memory.services import memory_settings_update
-from memorybot.calls import CallOutcome, model_call
 from memorybot.confide import PRIEST_PROMPT
 from memorybot.enrichment import ENRICH_PROMPT
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.providers import EntryText, Material, Message, ModelRequest
 from openbot import services
 from openbot.models import Bot, Organization

@@ -16,7 +16,7 @@ from memorybot.budget import (
     call_cost,
     model_prices,
 )
-from memorybot.calls import CallOutcome, model_call
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.models import ModelCall
 from memorybot.providers import Message, ModelRequest, Usage
 from openbot import services

@@ -12,7 +12,7 @@ from dramatiq.brokers.redis import RedisBroker
 
 from chats.turns import BOT_PROMPT
 from memorybot.enrichment import ENRICH_PROMPT
-from memorybot.learning import LEARN_PROMPT
+from memorybot.learning_step import LEARN_PROMPT
 from memorybot.models import LearningRun
 from memorybot.tasks import learn
 from openbot import services

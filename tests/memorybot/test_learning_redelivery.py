@@ -20,8 +20,8 @@ from memory.lock import pool_write
 from memory.models import Entry, Evidence
 from memorybot.learning import MAX_CLAIMS, learning_run_process, runs_due
 from memorybot.models import LearningRun, ModelCall
+from memorybot.recovery import recover_learning
 from memorybot.tasks import learn
-from memorybot.worker import recover_learning
 from tests.conftest import World
 from tests.factories import ChatFactory
 from tests.fakes.openai_server import FakeOpenAI, FakeReply

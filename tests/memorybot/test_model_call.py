@@ -9,7 +9,8 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from memorybot.calls import CALM_REPLY, CallOutcome, model_call
+from memorybot.confide import CALM_REPLY
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.models import ModelCall
 from memorybot.providers import Message, ModelRequest, Tool
 from openbot import services

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from memorybot.calls import model_call
+from memorybot.gateway import model_call
 from memorybot.models import ModelCall
 from memorybot.providers import (
     EntryText,

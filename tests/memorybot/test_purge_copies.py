@@ -22,7 +22,8 @@ from chats.models import Item, Turn
 from chats.turns import turn_run
 from memory.models import Entry, EntrySource
 from memory.services import ImportedEntry, ItemEvidence, entries_import
-from memorybot.learning import LEARNING_CONTEXT_SIZE, learning_run_process
+from memorybot.learning import learning_run_process
+from memorybot.learning_step import LEARNING_CONTEXT_SIZE
 from memorybot.models import (
     Confession,
     Enrichment,

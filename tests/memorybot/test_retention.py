@@ -14,7 +14,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from memorybot.models import ModelCall, ModelCallEntry
-from memorybot.worker import DAY_SECONDS, prune_model_calls_daily
+from memorybot.recovery import DAY_SECONDS, prune_model_calls_daily
 from settings.env import env_days
 from tests.conftest import World
 from tests.factories import EntryFactory

@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 from django.db import connection
 from pytest_django.fixtures import Settings
 
-from memorybot.calls import CallOutcome, model_call
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.providers import Message, ModelRequest
 from memorybot.slots import slot_directory
 from tests.conftest import World

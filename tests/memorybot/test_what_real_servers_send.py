@@ -12,7 +12,7 @@ import pytest
 from chats.models import Chat
 from chats.turns import NO_ANSWER
 from memory.models import Entry
-from memorybot.calls import CALM_REPLY
+from memorybot.confide import CALM_REPLY
 from memorybot.learning import learning_run_process
 from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from tests.conftest import World

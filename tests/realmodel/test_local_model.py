@@ -20,8 +20,7 @@ import pytest
 from chats.models import Chat, Item, Turn
 from chats.turns import BOT_PROMPT, NO_ANSWER
 from memory.models import Entry, EntryTag
-from memorybot.calls import CALM_REPLY
-from memorybot.confide import PRIEST_PROMPT
+from memorybot.confide import CALM_REPLY, PRIEST_PROMPT
 from memorybot.local_model import MODEL as LOCAL_MODEL
 from memorybot.models import Confession, Enrichment, LearningRun, ModelCall
 from memorybot.providers import first_json_object

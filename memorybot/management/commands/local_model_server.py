@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from memorybot import local_model
-from openbot.management.commands._json import JsonCommand
+from openbot.command_output import JsonCommand
 
 START_SECONDS = 120.0
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from memorybot.purge import model_calls_prune
-from openbot.management.commands._json import JsonCommand
+from openbot.command_output import JsonCommand
 
 
 class Command(JsonCommand):

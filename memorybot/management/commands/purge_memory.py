@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from memorybot.purge import memory_purge
-from openbot.management.commands._json import JsonCommand, lookup
+from openbot.command_output import JsonCommand, lookup
 from openbot.models import Bot
 
 

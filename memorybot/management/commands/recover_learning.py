@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from memorybot.worker import recover_learning
+from memorybot.recovery import recover_learning
 
 
 class Command(BaseCommand):

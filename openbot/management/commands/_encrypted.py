@@ -5,8 +5,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError, CommandParser
 
+from openbot.command_output import JsonCommand
 from openbot.fields import keyring
-from openbot.management.commands._json import JsonCommand
 
 
 class EncryptedColumnsCommand(JsonCommand):

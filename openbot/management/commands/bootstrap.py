@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 from django.db import transaction
 
-from openbot.management.commands._json import JsonCommand
+from openbot.command_output import JsonCommand
 from openbot.models import Bot, Membership, Organization, Token
 from openbot.services import (
     bot_create,

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from openbot.management.commands._json import JsonCommand, lookup
+from openbot.command_output import JsonCommand, lookup
 from openbot.models import Channel, Person
 from openbot.services import channel_member_add, channel_member_remove
 

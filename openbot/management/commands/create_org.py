@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from openbot.management.commands._json import JsonCommand
+from openbot.command_output import JsonCommand
 from openbot.services import organization_create
 
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from openbot.management.commands._json import JsonCommand, lookup
+from openbot.command_output import JsonCommand, lookup
 from openbot.models import Organization
 from openbot.services import person_create, token_create
 

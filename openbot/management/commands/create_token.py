@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from openbot.clock import to_ms
-from openbot.management.commands._json import JsonCommand, lookup
+from openbot.command_output import JsonCommand, lookup
 from openbot.models import Organization, Person, Token
 from openbot.services import token_create
 

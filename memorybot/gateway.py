@@ -3,7 +3,7 @@ provider [B2], and the record of the call with its confirmed cost [B3].
 
 `model_call` never raises for anything the model side does (an unknown model, a spent budget,
 no free slot, a timeout, an HTTP error, unusable output): it returns an outcome, and the caller
-falls back — the calm reply, the unchanged input, a learning step that ends safely. Neither
+falls back — the calm reply [B7], the unchanged input, a learning step that ends safely. Neither
 content nor provider messages reach logs or exceptions.
 
 Call it outside any transaction and outside the memory lock [L1]: it waits on the network.
@@ -33,12 +33,6 @@ from openbot.model_names import ModelNameError, parse_model
 from openbot.models import Bot, Organization
 
 logger = logging.getLogger(__name__)
-
-# [B7] The calm reply: one fixed, friendly text, the same every time. It never mentions memory.
-CALM_REPLY = (
-    "Thank you for telling me. Take a calm breath: you are doing fine. "
-    "Carry on with the person, openly and kindly."
-)
 
 Status = ModelCall.Status
 

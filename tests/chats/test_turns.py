@@ -13,7 +13,8 @@ from django.db import connection
 from pytest_django.fixtures import Settings
 
 from chats.turns import NO_ANSWER
-from memorybot.calls import CALM_REPLY, CallOutcome, model_call
+from memorybot.confide import CALM_REPLY
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.models import Confession, Enrichment, ModelCall
 from memorybot.providers import Message, ModelRequest
 from openbot.models import Organization

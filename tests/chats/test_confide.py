@@ -10,8 +10,7 @@ import pytest
 from django.db import connection
 
 from chats.turns import BOT_PROMPT, NO_ANSWER
-from memorybot.calls import CALM_REPLY
-from memorybot.confide import CONFIDE_TOOL, PRIEST_PROMPT
+from memorybot.confide import CALM_REPLY, CONFIDE_TOOL, PRIEST_PROMPT
 from memorybot.models import Confession, LearningRun, ModelCall
 from openbot import services
 from openbot.models import Bot

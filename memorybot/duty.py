@@ -7,7 +7,7 @@ from chats.models import Chat
 from memory.access import Reader
 from memory.selectors import pool_settings
 from memorybot.budget import BudgetPeriod
-from memorybot.calls import CallOutcome, model_call
+from memorybot.gateway import CallOutcome, model_call
 from memorybot.providers import ModelRequest
 from openbot.models import Bot, Organization
 
@@ -73,7 +73,7 @@ def duty_for(chat: Chat) -> Duty:
     )
 
 
-def readers_of_chat(chat: Chat, person_id: str | None) -> Reader:
+def reader_of_chat(chat: Chat, person_id: str | None) -> Reader:
     """[N2, W5] The readers of an answer: the channel group of a group chat, else the person
     of the turn (the chat's owner when a notice started it).
 

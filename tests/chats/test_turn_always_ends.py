@@ -17,7 +17,7 @@ from pytest_django.fixtures import Settings
 from chats.models import Event, Item, Turn
 from chats.turns import NO_ANSWER
 from memory.models import Entry, Pool
-from memorybot.calls import CALM_REPLY
+from memorybot.confide import CALM_REPLY
 from memorybot.models import Confession, Enrichment, ModelCall
 from tests.conftest import Actor, World
 from tests.factories import EntryFactory

@@ -1,4 +1,4 @@
-"""Provisioning commands print exactly one JSON object on stdout, errors on stderr."""
+"""Management commands print exactly one JSON object on stdout, errors on stderr."""
 
 import json
 from typing import Any, TypeVar

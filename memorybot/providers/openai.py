@@ -1,0 +1,366 @@
+"""[B2] `openai:<model>`: any OpenAI-compatible chat-completions server (OpenAI, vLLM,
+Ollama, llama.cpp …) at `OPENBOT_OPENAI_BASE_URL` with `OPENBOT_OPENAI_API_KEY`, through the
+official SDK with its own `httpx.Client` and no retries."""
+
+import json
+import logging
+import math
+import ssl
+import time
+from collections.abc import Iterable, Sequence
+from decimal import Decimal, InvalidOperation
+from functools import cache
+from typing import Any, cast
+
+import httpcore
+import httpx
+import openai
+from django.conf import settings
+
+from memorybot.providers.types import (
+    Message,
+    ModelRequest,
+    ModelResult,
+    ProviderError,
+    ToolCall,
+    Usage,
+)
+
+# The SDK logs request options at DEBUG (OPENAI_LOG=debug turns it on): content must never
+# reach logs [X1], so its logger never goes below INFO.
+if logging.getLogger("openai").getEffectiveLevel() < logging.INFO:
+    logging.getLogger("openai").setLevel(logging.INFO)
+
+
+class OpenAIProvider:
+    """Chat completions on an OpenAI-compatible server, one HTTP request per call.
+
+    `timeout_s` is wall-clock [C6]: every network step (connect, TLS, each write and read)
+    waits at most until the call's deadline, so a server that trickles its answer byte by byte
+    is cut off there like one that never answers. Proxies from the environment are not used:
+    the connection is ours, so the deadline holds for all of it.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def complete(self, *, purpose: str, request: ModelRequest, timeout_s: float) -> ModelResult:
+        if timeout_s <= 0:
+            raise ProviderError("timeout", "no time left for the model call")
+        deadline_at = time.monotonic() + timeout_s
+        payload = self._payload(request)
+        try:
+            with httpx.Client(
+                transport=_DeadlineTransport(deadline_at), timeout=httpx.Timeout(timeout_s)
+            ) as http_client:
+                client = openai.OpenAI(
+                    base_url=settings.OPENBOT_OPENAI_BASE_URL,
+                    # Local servers (Ollama, llama.cpp) need no key, but the SDK wants one.
+                    api_key=settings.OPENBOT_OPENAI_API_KEY or "unset",
+                    # The SDK is typed for its own httpx fork; it accepts an httpx.Client too.
+                    http_client=cast(Any, http_client),
+                    max_retries=0,
+                    timeout=timeout_s,
+                )
+                raw = client.chat.completions.with_raw_response.create(**payload)
+                body = raw.http_response.content
+        except ProviderError:
+            raise
+        # Exception messages and causes may quote the server's body: never pass them on.
+        except openai.APITimeoutError:
+            raise ProviderError("timeout", "the model server did not answer in time") from None
+        except openai.APIStatusError as exc:
+            raise ProviderError(
+                "http_status",
+                f"the model server answered HTTP {exc.status_code}",
+                http_status=exc.status_code,
+            ) from None
+        except openai.APIConnectionError:
+            raise ProviderError("connection", "the model server could not be reached") from None
+        except httpx.TimeoutException:
+            raise ProviderError("timeout", "the model server did not answer in time") from None
+        except (openai.OpenAIError, httpx.HTTPError, OSError):
+            raise ProviderError("connection", "the model call failed") from None
+        return parse_completion(body, offered=[tool.name for tool in request.tools])
+
+    def _payload(self, request: ModelRequest) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_wire_message(message) for message in request.messages],
+        }
+        if request.tools:
+            payload["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": dict(tool.parameters),
+                    },
+                }
+                for tool in request.tools
+            ]
+        if request.json_output:
+            payload["response_format"] = {"type": "json_object"}
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.max_output_tokens is not None:
+            payload["max_tokens"] = request.max_output_tokens
+        return payload
+
+
+@cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context per process: building one loads the CA bundle (~20 ms)."""
+    return httpx.create_ssl_context()
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every step ends by `deadline_at` (a `time.monotonic()` value).
+
+    httpx's timeouts count per step, so a read that gets one byte a second never times out;
+    here each step waits at most for the time left, and none starts after the deadline."""
+
+    WRITE_CHUNK = 64 * 1024
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline_at: float) -> None:
+        self._stream = stream
+        self._deadline_at = deadline_at
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(self._deadline_at, timeout, "read"))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        for start in range(0, len(buffer), self.WRITE_CHUNK):
+            chunk = buffer[start : start + self.WRITE_CHUNK]
+            self._stream.write(chunk, _time_left(self._deadline_at, timeout, "write"))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(self._deadline_at, timeout, "connect")
+        stream = self._stream.start_tls(ssl_context, server_hostname, left)
+        return _DeadlineStream(stream, self._deadline_at)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's own sockets, each wrapped in a `_DeadlineStream`."""
+
+    def __init__(self, deadline_at: float) -> None:
+        self._backend = httpcore.SyncBackend()
+        self._deadline_at = deadline_at
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(self._deadline_at, timeout, "connect")
+        stream = self._backend.connect_tcp(host, port, left, local_address, socket_options)
+        return _DeadlineStream(stream, self._deadline_at)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(self._deadline_at, timeout, "connect")
+        stream = self._backend.connect_unix_socket(path, left, socket_options)
+        return _DeadlineStream(stream, self._deadline_at)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+_STEP_TIMEOUTS: dict[str, type[httpcore.TimeoutException]] = {
+    "connect": httpcore.ConnectTimeout,
+    "read": httpcore.ReadTimeout,
+    "write": httpcore.WriteTimeout,
+}
+
+
+def _time_left(deadline_at: float, timeout: float | None, step: str) -> float:
+    """How long the next network `step` may wait: the step's own timeout, never past the
+    deadline; past it, the step's timeout error (httpx maps it, the SDK reports a timeout)."""
+    left = deadline_at - time.monotonic()
+    if left <= 0:
+        raise _STEP_TIMEOUTS[step]("the model call's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport over a connection pool whose sockets keep the call's deadline."""
+
+    def __init__(self, deadline_at: float) -> None:
+        super().__init__(verify=_ssl_context())
+        # httpx takes no network backend; its pool (what `handle_request` uses) does.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=_ssl_context(), network_backend=_DeadlineBackend(deadline_at)
+        )
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))},
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        data["tool_call_id"] = message.tool_call_id
+    return data
+
+
+def _bad_output(what: str) -> ProviderError:
+    return ProviderError("bad_output", f"the model server's answer is unusable: {what}")
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _reported_cost_micros(value: Any) -> int | None:
+    """A provider-reported cost in USD (e.g. OpenRouter's `usage.cost`) as micro-USD, rounded
+    up; anything that is not a non-negative number counts as not reported."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        usd = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    if not usd.is_finite() or usd < 0:
+        return None
+    return math.ceil(usd * 1_000_000)
+
+
+def parse_usage(data: Any) -> Usage | None:
+    """Usage as the server confirmed it; None when it confirmed nothing usable.
+
+    Some servers leave out one of the two counts but send `total_tokens`; the missing count
+    is then what the server confirmed, total minus the other. A total smaller than the count
+    it should contain confirms nothing."""
+    if not isinstance(data, dict):
+        return None
+    input_tokens = _count(data.get("prompt_tokens"))
+    output_tokens = _count(data.get("completion_tokens"))
+    total = _count(data.get("total_tokens"))
+    if total is not None:
+        if input_tokens is None and output_tokens is not None and total >= output_tokens:
+            input_tokens = total - output_tokens
+        elif output_tokens is None and input_tokens is not None and total >= input_tokens:
+            output_tokens = total - input_tokens
+    usage = Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost_micros=_reported_cost_micros(data.get("cost")),
+    )
+    if usage == Usage():
+        return None
+    return usage
+
+
+def parse_completion(body: bytes | str, *, offered: Sequence[str] = ()) -> ModelResult:
+    """Read a chat-completions response body; anything malformed is `bad_output`.
+
+    What real servers add is tolerated [B8]: extra fields (llama.cpp sends the legacy
+    `function_call` beside `tool_calls`; it is ignored), a tool call without an id (it gets
+    one), and a name that is an `offered` tool's in the model's own spelling ("confide:",
+    "functions.confide"). A call whose arguments the server cut off at `max_tokens`
+    (`finish_reason: "length"`) is dropped; an answer left with neither text nor a call is
+    `bad_output`."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad_output("not JSON") from None
+    if not isinstance(data, dict):
+        raise _bad_output("not a JSON object")
+    usage = parse_usage(data.get("usage"))
+    try:
+        return _completion(data, usage, offered)
+    except ProviderError as exc:
+        exc.usage = usage
+        raise
+
+
+def _completion(data: dict[str, Any], usage: Usage | None, offered: Sequence[str]) -> ModelResult:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _bad_output("no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise _bad_output("no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise _bad_output("content is not text")
+    finish_reason = choices[0].get("finish_reason")
+    cut = finish_reason == "length"
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise _bad_output("tool_calls is not a list")
+    tool_calls = []
+    for index, raw_call in enumerate(raw_calls):
+        call = _tool_call(raw_call, index, offered)
+        if call is None and not cut:
+            raise _bad_output("tool call arguments are not a JSON object")
+        if call is not None:
+            tool_calls.append(call)
+    if raw_calls and not tool_calls and not (content or "").strip():
+        raise _bad_output("the answer was cut off inside its tool calls")
+    return ModelResult(
+        content=content,
+        tool_calls=tuple(tool_calls),
+        usage=usage,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+    )
+
+
+def _tool_call(raw_call: Any, index: int, offered: Sequence[str]) -> ToolCall | None:
+    """One tool call; None when its arguments are not a JSON object (say, cut off)."""
+    function = raw_call.get("function") if isinstance(raw_call, dict) else None
+    if not isinstance(function, dict):
+        raise _bad_output("a tool call has no function")
+    call_id, name, arguments = raw_call.get("id"), function.get("name"), function.get("arguments")
+    if not isinstance(name, str) or not name.strip():
+        raise _bad_output("a tool call has no name")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = f"call_{index}"
+    if arguments in (None, ""):
+        parsed: Any = {}
+    elif isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return None
+    else:
+        parsed = arguments
+    if not isinstance(parsed, dict):
+        return None
+    return ToolCall(id=call_id, name=_tool_name(name, offered), arguments=parsed)
+
+
+def _tool_name(name: str, offered: Sequence[str]) -> str:
+    """An offered tool's name for `name` in a model's own spelling, else `name` unchanged
+    (the caller answers that no such tool exists)."""
+    if name in offered:
+        return name
+    tidied = name.strip().strip("`'\"").removeprefix("functions.").rstrip(":").strip()
+    return tidied if tidied in offered else name
