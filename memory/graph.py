@@ -25,9 +25,8 @@ _SOURCE = EntrySource._meta.db_table
 _CLOSURE = Closure._meta.db_table
 _EVIDENCE = Evidence._meta.db_table
 _ACTIVE = Entry.Status.ACTIVE
-# `closure_discard`: entries per chunk, rows per statement.
-DISCARD_ENTRIES = 1_000
-DISCARD_ROWS = 20_000
+# `closure_discard`: entries whose closure rows one statement deletes (up to 1,000 rows each).
+DISCARD_ENTRIES = 20
 
 
 def _intact_sql() -> str:
@@ -158,11 +157,11 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
         cursor.execute(
             f"UPDATE {_ENTRY} SET intact = {_intact_sql()} {where}", [pool_id, *affected]
         )
+        # Counted once (as `sound = ((count) = 0)` in the same UPDATE, it is counted twice).
         cursor.execute(
-            f"UPDATE {_ENTRY} SET blockers = ({_blockers_sql()}),"
-            f" sound = (({_blockers_sql()}) = 0) {where}",
-            [pool_id, *affected],
+            f"UPDATE {_ENTRY} SET blockers = ({_blockers_sql()}) {where}", [pool_id, *affected]
         )
+        cursor.execute(f"UPDATE {_ENTRY} SET sound = (blockers = 0) {where}", [pool_id, *affected])
 
 
 def entries_delete(*, pool_id: str, tag: str) -> None:
@@ -185,16 +184,13 @@ def entries_delete(*, pool_id: str, tag: str) -> None:
 
 
 def closure_discard(entry_ids: list[str]) -> None:
-    """[L2] Delete the closure rows of deleted entries, a batch per statement, each its own
-    transaction and none under the pool's lock. Only rows whose entry does not exist (an
-    import may bring an id back meanwhile; its refresh wrote its rows)."""
+    """[L2] Delete the closure rows of deleted entries, a few entries' rows per statement
+    (each its own transaction), none under the pool's lock. Only rows whose entry does not
+    exist: an import may have brought an id back meanwhile, and its refresh wrote its rows."""
     for start in range(0, len(entry_ids), DISCARD_ENTRIES):
-        chunk = entry_ids[start : start + DISCARD_ENTRIES]
-        orphans = Closure.objects.filter(entry_id__in=chunk).exclude(
+        Closure.objects.filter(entry_id__in=entry_ids[start : start + DISCARD_ENTRIES]).exclude(
             Exists(Entry.objects.filter(id=OuterRef("entry_id")))
-        )
-        while rows := list(orphans.values_list("id", flat=True)[:DISCARD_ROWS]):
-            Closure.objects.filter(id__in=rows).delete()
+        ).delete()
 
 
 @dataclass(frozen=True)

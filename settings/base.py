@@ -67,7 +67,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # [G1] Requests and the in-process worker write at once. Every transaction takes the
     # write lock when it begins (IMMEDIATE): one that reads first and writes later would get
     # "database is locked" at once, whatever the timeout. WAL lets readers read while one
-    # writer writes; other writers wait up to the busy timeout (then 503, openbot/errors.py).
+    # writer writes; other writers wait up to the busy timeout (then 503, openbot/errors.py),
+    # the threads of this process in line (openbot/sqlite_backend).
+    DATABASES["default"]["ENGINE"] = "openbot.sqlite_backend"
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",
