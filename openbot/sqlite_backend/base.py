@@ -26,6 +26,7 @@ def _writer(name: str) -> threading.Lock:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    # The type stubs leave out the private methods overridden here (`type: ignore[misc]`).
     _holds_writer = False
 
     def _start_transaction_under_autocommit(self) -> None:
@@ -33,7 +34,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         timeout = float(self.settings_dict["OPTIONS"].get("timeout", 5))
         self._holds_writer = writer.acquire(timeout=timeout)
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]
         except BaseException:
             self._release_writer()
             raise
@@ -45,18 +46,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> Any:
         try:
-            return super()._commit()
+            return super()._commit()  # type: ignore[misc]
         finally:
             self._release_writer()
 
     def _rollback(self) -> Any:
         try:
-            return super()._rollback()
+            return super()._rollback()  # type: ignore[misc]
         finally:
             self._release_writer()
 
     def _close(self) -> Any:
         try:
-            return super()._close()
+            return super()._close()  # type: ignore[misc]
         finally:
             self._release_writer()
