@@ -37,7 +37,7 @@ from django.db.models import F
 from bench import pool as bench_pool
 from memory import lock
 from memory.access import Reader, audience_allowed, visible_ids
-from memory.models import Change, Entry, Pool
+from memory.models import Change, Entry, EntryTag, Pool
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
@@ -248,7 +248,9 @@ def learning_apply(bot: Bot, reader: Reader, source_id: str, audience: str) -> N
         reader = reader.as_of_now()
         assert visible_ids(pool_id=bot.id, reader=reader, ids=[source_id], active_only=True)
         assert audience_allowed(source_ids=[source_id], audience=audience)
-        tags = Entry.objects.get(id=source_id).tag_rows.exclude(kind="for")
+        # The source's tags as learning reads them: tag rows only (the entry row would be
+        # decrypted as well).
+        tags = EntryTag.objects.filter(entry_id=source_id).exclude(kind="for")
         entry_create_in(
             change,
             layer=Entry.Layer.OBSERVATION,

@@ -16,15 +16,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 
-from memory.models import Closure, Entry, EntrySource, Evidence
+from memory.models import Closure, Entry, EntrySource, EntryTag, Evidence, Exclusion
 
 _ENTRY = Entry._meta.db_table
 _SOURCE = EntrySource._meta.db_table
 _CLOSURE = Closure._meta.db_table
 _EVIDENCE = Evidence._meta.db_table
 _ACTIVE = Entry.Status.ACTIVE
+# `closure_discard`: entries whose closure rows one statement deletes (up to 1,000 rows each).
+DISCARD_ENTRIES = 20
 
 
 def _intact_sql() -> str:
@@ -155,11 +157,40 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
         cursor.execute(
             f"UPDATE {_ENTRY} SET intact = {_intact_sql()} {where}", [pool_id, *affected]
         )
+        # Counted once (as `sound = ((count) = 0)` in the same UPDATE, it is counted twice).
         cursor.execute(
-            f"UPDATE {_ENTRY} SET blockers = ({_blockers_sql()}),"
-            f" sound = (({_blockers_sql()}) = 0) {where}",
-            [pool_id, *affected],
+            f"UPDATE {_ENTRY} SET blockers = ({_blockers_sql()}) {where}", [pool_id, *affected]
         )
+        cursor.execute(f"UPDATE {_ENTRY} SET sound = (blockers = 0) {where}", [pool_id, *affected])
+
+
+def entries_delete(*, pool_id: str, tag: str) -> None:
+    """[A4, L2] Delete the pool's entries with `tag` and the rows that hang on them, one
+    statement per table driven by a subquery on the tag: no row is loaded into Python (Django's
+    delete collector loads the entries and deletes them a hundred at a time), no content is
+    read.
+
+    Their closure rows stay, for `closure_discard` after the commit: nothing reads the closure
+    of an entry that does not exist, and a purged 1,000-deep chain has half a million rows.
+    """
+    doomed = EntryTag.objects.filter(bot_id=pool_id, tag=tag).values("entry_id")
+    # Models nothing refers to: `delete()` is one DELETE … WHERE entry_id IN (subquery).
+    for model in (EntrySource, Evidence, Exclusion):
+        model.objects.filter(entry_id__in=doomed).delete()
+    # Entry is referred to (by the rows just deleted): the collector would load it, so the
+    # statement is issued without it.
+    Entry.objects.filter(bot_id=pool_id, id__in=doomed)._raw_delete(connection.alias)
+    EntryTag.objects.filter(entry_id__in=doomed).delete()
+
+
+def closure_discard(entry_ids: list[str]) -> None:
+    """[L2] Delete the closure rows of deleted entries, a few entries' rows per statement
+    (each its own transaction), none under the pool's lock. Only rows whose entry does not
+    exist: an import may have brought an id back meanwhile, and its refresh wrote its rows."""
+    for start in range(0, len(entry_ids), DISCARD_ENTRIES):
+        Closure.objects.filter(entry_id__in=entry_ids[start : start + DISCARD_ENTRIES]).exclude(
+            Exists(Entry.objects.filter(id=OuterRef("entry_id")))
+        ).delete()
 
 
 @dataclass(frozen=True)

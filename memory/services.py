@@ -11,8 +11,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 
 from memory import graph
@@ -288,9 +290,8 @@ def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
     remaining_dependents = graph.dependents(entry_ids) - entry_ids
     Change.objects.filter(bot_id=pool_id, entry_rows__entry_id__in=entry_ids).update(payload="")
     ChangeEntry.objects.filter(change__bot_id=pool_id, entry_id__in=entry_ids).delete()
-    # [A4] Django's delete collector loads the rows it deletes: load ids only, so that
-    # purging never decrypts content.
-    Entry.objects.filter(bot_id=pool_id, id__in=entry_ids).only("id").delete()
+    graph.entries_delete(pool_id=pool_id, tag=tag)
+    transaction.on_commit(partial(graph.closure_discard, sorted(entry_ids)))
     change.structural |= remaining_dependents
     change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
     return entry_ids

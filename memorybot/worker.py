@@ -66,6 +66,10 @@ def ensure_inprocess_worker(**options: Any) -> None:
         return
     with _lock:
         if _inprocess is None:
-            _inprocess = dramatiq.Worker(dramatiq.get_broker(), worker_threads=2, **options)
+            _inprocess = dramatiq.Worker(
+                dramatiq.get_broker(),
+                worker_threads=settings.OPENBOT_INPROCESS_WORKER_THREADS,
+                **options,
+            )
             _inprocess.start()
             logger.info("learning worker started in process %d", os.getpid())

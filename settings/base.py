@@ -5,7 +5,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from settings.env import env_days, env_float, env_list, env_str
+from settings.env import env_days, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # [G1] Requests and the in-process worker write at once. Every transaction takes the
     # write lock when it begins (IMMEDIATE): one that reads first and writes later would get
     # "database is locked" at once, whatever the timeout. WAL lets readers read while one
-    # writer writes; other writers wait up to the busy timeout (then 503, openbot/errors.py).
+    # writer writes; other writers wait up to the busy timeout (then 503, openbot/errors.py),
+    # the threads of this process in line (openbot/sqlite_backend).
+    DATABASES["default"]["ENGINE"] = "openbot.sqlite_backend"
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",
@@ -143,6 +145,9 @@ LOGGING = {
 # [W2] A learning run's lease is one step plus this margin; the recovery pass runs this often.
 OPENBOT_LEARNING_LEASE_MARGIN_SECONDS = env_float("OPENBOT_LEARNING_LEASE_MARGIN_SECONDS", 10.0)
 OPENBOT_RECOVERY_SECONDS = env_float("OPENBOT_RECOVERY_SECONDS", 30.0)
+# [G3] Threads of the in-process worker (OPENBOT_INPROCESS_WORKER). They share one SQLite
+# writer with the request threads: too few, and learning falls behind a busy server.
+OPENBOT_INPROCESS_WORKER_THREADS = env_int("OPENBOT_INPROCESS_WORKER_THREADS", 8, minimum=1)
 # [P5] Workers blank the requests and results of model calls older than this, daily; unset:
 # kept until a purge, a history deletion or `manage.py prune_model_calls`.
 OPENBOT_MODEL_CALL_RETENTION_DAYS = env_days("OPENBOT_MODEL_CALL_RETENTION_DAYS")

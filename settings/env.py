@@ -39,20 +39,27 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
 
 
-def env_days(name: str) -> int | None:
-    """A whole number of days, at least 1; None when unset."""
+def env_int(name: str, default: int, *, minimum: int, unit: str = "") -> int:
+    """A whole number (of `unit`), at least `minimum`."""
     value = os.environ.get(name)
     if value is None or value == "":
-        return None
+        return default
     try:
-        days = int(value)
+        number = int(value)
     except ValueError:
-        days = 0
-    if days < 1:
+        number = minimum - 1
+    if number < minimum:
         raise ImproperlyConfigured(
-            f"{name} must be a whole number of days (1 or more), got {value!r}"
+            f"{name} must be a whole number{unit} ({minimum} or more), got {value!r}"
         )
-    return days
+    return number
+
+
+def env_days(name: str) -> int | None:
+    """A whole number of days, at least 1; None when unset."""
+    if os.environ.get(name, "") == "":
+        return None
+    return env_int(name, 0, minimum=1, unit=" of days")
 
 
 def env_list(name: str) -> list[str]:

@@ -9,7 +9,7 @@ os.environ.setdefault("OPENBOT_ENCRYPTION_KEYS", TEST_ENCRYPTION_KEY)
 from settings.dev import *  # noqa: E402, F403
 from settings.dev import DATABASES  # noqa: E402
 
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"] == "openbot.sqlite_backend":
     # A file, not ":memory:": the in-memory test database uses SQLite's shared cache, whose
     # table locks fail at once ("database table is locked") when threads write together,
     # instead of waiting out the busy timeout as a file database does.

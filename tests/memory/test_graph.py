@@ -210,6 +210,32 @@ def test_a_purge_under_a_chain_costs_the_same_at_any_depth(
     assert counts[0] == counts[1]
 
 
+def test_a_purged_chain_leaves_its_closure_rows_until_the_commit_then_they_go(
+    world: World, model: PoolModel, django_capture_on_commit_callbacks: Any
+) -> None:
+    """[L2] The closure rows of a purged chain (half a million at depth 1,000) are not
+    deleted under the lock but after the commit; until then nothing reads them. An id that
+    exists again by then (an import brought it back) keeps the rows its import wrote."""
+    chain = Chain(world, model, DEEP)
+    root = model.entries[chain.root]
+    with django_capture_on_commit_callbacks() as after_commit:
+        pool_purge(pool_id=world.bot.id, tag=f"chat:chat_chain{DEEP}")
+    for entry_id in chain.ids:
+        del model.entries[entry_id]
+    rows = Closure.objects.filter(entry_id__in=chain.ids)
+    assert rows.count() == (DEEP + 1) * (DEEP + 2) // 2
+    chain.assert_agrees()
+    model.entries[chain.root] = root
+    entries_import(pool_id=world.bot.id, entries=[chain.imported(chain.root)])
+    chain.assert_agrees()
+
+    for callback in after_commit:
+        callback()
+
+    assert set(rows.values_list("entry_id", "ancestor_id")) == {(chain.root, chain.root)}
+    chain.assert_agrees()
+
+
 def test_an_import_commits_in_batches_sources_first(world: World, model: PoolModel) -> None:
     """[L2] Given last-first, a chain still commits sources first; a cycle stays in one batch
     and stays hidden [V4](e); so does an entry naming one that is never imported."""
