@@ -317,12 +317,12 @@ def measure(
     built: bench_pool.BuiltPool, world: bench_pool.World, port: int, *, runs: int
 ) -> list[Figure]:
     bot, organization = built.bot, world.organization
-    ten = person_with(organization, "floor-ten")
+    ten = person_with(organization, "zz-floor-ten")
     ten_entries(bot, ten, organization)
-    writer = person_with(organization, "floor-writer")
+    writer = person_with(organization, "zz-floor-writer")
     figures: list[Figure] = []
-    for label, person in (("sees 10", ten), ("sees ~1,000", world.chosen)):
-        figures += measure_reader(built, organization, label, person, port, runs=runs)
+    for person in (ten, world.chosen):
+        figures += measure_reader(built, organization, person, port, runs=runs)
     figures += measure_remember(built, organization, writer, port, runs=runs)
     return figures
 
@@ -330,7 +330,6 @@ def measure(
 def measure_reader(
     built: bench_pool.BuiltPool,
     organization: Organization,
-    label: str,
     person: Person,
     port: int,
     *,
@@ -349,6 +348,7 @@ def measure_reader(
         return json.dumps({"entries": found, "version": version})
 
     entries = json.loads(listing())["entries"]
+    label = f"sees {len(entries)}"
     used = context(bot, reader, CONTEXT_LIMIT)
     assert has_entries(bot, reader)
     few = max(runs // 4, 20) if len(entries) > 100 else runs
@@ -363,7 +363,7 @@ def measure_reader(
             figures.append(
                 Figure(
                     built.size,
-                    f"{label} ({len(entries)})" if operation == "GET memory" else label,
+                    label,
                     operation,
                     path,
                     timed(call, runs=few),
