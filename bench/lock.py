@@ -129,12 +129,12 @@ def read_loop(waits: Waits, bot: Bot, person_id: str, organization_id: str, entr
 def lock_pool(world: bench_pool.World, *, size: int, reuse: bool) -> Bot:
     name = f"bench-lock-{size}"
     bot = Bot.objects.filter(organization=world.organization, name=name).first()
-    if reuse and bot is not None and Entry.objects.filter(pool=bot).count() >= size:
+    if reuse and bot is not None and Entry.objects.filter(bot=bot).count() >= size:
         print(f"reused the {size:,}-entry pool {name}")
         return bot
     if bot is not None:
         # Ids only: deleting entries never decrypts their content.
-        Entry.objects.filter(pool=bot).only("id").delete()
+        Entry.objects.filter(bot=bot).only("id").delete()
         bot.delete()
     built = bench_pool.pool_build(world, size=size, name=name)
     print(f"built the {size:,}-entry pool {name} in {built.build_seconds:.1f} s")

@@ -157,7 +157,7 @@ def world_remove() -> None:
 def pool_find(world: World, size: int) -> BuiltPool | None:
     """A pool of `size` entries built by an earlier run, if complete."""
     bot = Bot.objects.filter(organization=world.organization, name=f"bench-{size}").first()
-    if bot is None or Entry.objects.filter(pool=bot).count() != size:
+    if bot is None or Entry.objects.filter(bot=bot).count() != size:
         return None
     return BuiltPool(bot=bot, size=size, build_seconds=0.0)
 

@@ -106,7 +106,7 @@ def _foreign_org(entry: OuterRef, organization_id: str) -> QuerySet[EntryTag]:
 def valid_in_organization(*, pool_id: str, organization_id: str) -> QuerySet[Entry]:
     """[W5, V7] Valid entries of the pool (active, every source provable) that work in the
     organization may use: what learning's topic counts cover — not any one reader's view."""
-    return Entry.objects.filter(pool_id=pool_id, sound=True, status=Entry.Status.ACTIVE).exclude(
+    return Entry.objects.filter(bot_id=pool_id, sound=True, status=Entry.Status.ACTIVE).exclude(
         Exists(_foreign_org(OuterRef("pk"), organization_id))
     )
 
@@ -148,10 +148,10 @@ def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Quer
     with what the reader may see, not with the pool [Q1].
     """
     candidates = EntryTag.objects.filter(
-        pool_id=pool_id, tag__in=reader.for_tags, entry_id=OuterRef("pk")
+        bot_id=pool_id, tag__in=reader.for_tags, entry_id=OuterRef("pk")
     )
     return (
-        Entry.objects.filter(_usable(active_only=active_only), pool_id=pool_id)
+        Entry.objects.filter(_usable(active_only=active_only), bot_id=pool_id)
         .filter(Exists(candidates))
         .defer("content")
         .order_by("rank", "-updated_at", "id")
@@ -176,7 +176,7 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
     stops at its first match would otherwise walk the pool's entries, and a reader who sees
     nothing would pay for all of them [Q1].
     """
-    admissions = EntryTag.objects.filter(pool_id=pool_id, tag__in=reader.for_tags).filter(
+    admissions = EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags).filter(
         _usable(active_only=active_only, prefix="entry__")
     )
     return admissions.filter(~Exists(_failing_dependencies(reader, OuterRef("entry_id")))).exists()

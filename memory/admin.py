@@ -58,8 +58,8 @@ def _with_evidence(**lookup: str) -> Q:
 ENTRIES_OF: dict[str, Callable[[str], Q]] = {
     # A linked bot reads its source bot's pool [H4].
     "bot": lambda bot_id: (
-        Q(pool_id=bot_id)
-        | Q(pool_id__in=Bot.objects.filter(id=bot_id, source__isnull=False).values("source_id"))
+        Q(bot_id=bot_id)
+        | Q(bot_id__in=Bot.objects.filter(id=bot_id, source__isnull=False).values("source_id"))
     ),
     "organization": lambda org_id: (
         _tagged(f"org:{org_id}") | _with_evidence(organization_id=org_id)
@@ -109,7 +109,7 @@ class ExclusionInline(ReadOnlyInline):
     verbose_name_plural = "exclusions (people who took back their part) [P1]"
 
 
-POOL_BOT = linked("openbot.bot", "pool_id", "bot (pool)")
+POOL_BOT = linked("openbot.bot", "bot_id", "bot (pool)")
 
 
 @admin.register(Pool)
@@ -234,7 +234,7 @@ class EntryAdmin(ReadOnlyAdmin):
         """[O6] Why a person (or a channel's group) may or may not see this entry."""
         entry = get_object_or_404(self.get_queryset(request), pk=unquote(object_id))
         bots = list(
-            Bot.objects.filter(Q(id=entry.pool_id) | Q(source_id=entry.pool_id))
+            Bot.objects.filter(Q(id=entry.bot_id) | Q(source_id=entry.bot_id))
             .order_by("source_id", "id")
             .values_list("id", "organization_id")
         )
@@ -249,7 +249,7 @@ class EntryAdmin(ReadOnlyAdmin):
                     channel_id=form.cleaned_data["channel"] or None,
                 )
                 explanation = explain_access(
-                    pool_id=entry.pool_id,
+                    pool_id=entry.bot_id,
                     reader=reader,
                     entry_id=entry.id,
                     active_only=form.cleaned_data["active"],
@@ -279,7 +279,7 @@ class EntryAdmin(ReadOnlyAdmin):
 @admin.register(EntryTag)
 class EntryTagAdmin(ReadOnlyAdmin):
     list_display = ("id", "entry_link", "tag", "kind")
-    list_filter = ("kind", id_filter("entry", "entry_id"), id_filter("bot", "pool_id"))
+    list_filter = ("kind", id_filter("entry", "entry_id"), id_filter("bot", "bot_id"))
     search_fields = ("=entry__id", "tag")
     search_help_text = "An entry id, or part of a tag (a person id finds from:/for:person:)."
     fields = ("entry_link", "pool_link", "tag", "kind")
@@ -347,10 +347,10 @@ class ChangeAdmin(ReadOnlyAdmin):
     list_display = ("id", "pool_link", "version", "at_utc", "by")
     list_filter = (
         "by",
-        id_filter("bot", "pool_id"),
+        id_filter("bot", "bot_id"),
         id_filter("entry", matching=_changes_touching),
     )
-    search_fields = ("=pool__id", "version__exact")
+    search_fields = ("=bot__id", "version__exact")
     search_help_text = "A bot id, a version, or an entry id (changes that touched it)."
     fields = ("pool_link", "version", "at_utc", "by")
     inlines = (ChangeEntryInline,)

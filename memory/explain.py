@@ -189,7 +189,7 @@ def _dependency_graph(
         found = {
             key: (layer, status)
             for key, layer, status in Entry.objects.filter(
-                pool_id=pool_id, id__in=frontier
+                bot_id=pool_id, id__in=frontier
             ).values_list("id", "layer", "status")
         }
         rows.update(found)

@@ -52,7 +52,7 @@ def _intact_sql() -> str:
     )
     # [V4](e) A named source that is not in this pool is missing; one that depends on the
     # entry closes a cycle.
-    present = f"SELECT 1 FROM {row} x WHERE x.id = s.source_entry_id AND x.pool_id = {row}.pool_id"
+    present = f"SELECT 1 FROM {row} x WHERE x.id = s.source_entry_id AND x.bot_id = {row}.bot_id"
     cycle = (
         f"SELECT 1 FROM {_CLOSURE} c"
         f" WHERE c.entry_id = s.source_entry_id AND c.ancestor_id = {row}.id"
@@ -77,7 +77,7 @@ def _blockers_sql() -> str:
 def status_changing(*, pool_id: str, entry_id: str, status: str) -> None:
     """[L2, V6] Before `entry_id` takes `status`: if it goes from active to not, or back, its
     dependents' counts move by one. An entry that is not intact blocks them either way."""
-    rows = Entry.objects.filter(pool_id=pool_id, id=entry_id).values_list("status", "intact")
+    rows = Entry.objects.filter(bot_id=pool_id, id=entry_id).values_list("status", "intact")
     before = rows.first()
     if before is None or not before[1] or (before[0] == _ACTIVE) == (status == _ACTIVE):
         return
@@ -120,7 +120,7 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
     changed = set(changed_ids)
     candidates = changed | dependents(changed)
     affected = sorted(
-        Entry.objects.filter(pool_id=pool_id, id__in=candidates).values_list("id", flat=True)
+        Entry.objects.filter(bot_id=pool_id, id__in=candidates).values_list("id", flat=True)
     )
     if not affected:
         return
@@ -132,11 +132,11 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
             WITH RECURSIVE
             edge (entry_id, source_id) AS (
                 SELECT s.entry_id, s.source_entry_id FROM {_SOURCE} s
-                JOIN {_ENTRY} e ON e.id = s.source_entry_id AND e.pool_id = %s
+                JOIN {_ENTRY} e ON e.id = s.source_entry_id AND e.bot_id = %s
                 WHERE s.entry_id IN ({marks})
             ),
             reach (entry_id, ancestor_id) AS (
-                SELECT id, id FROM {_ENTRY} WHERE pool_id = %s AND id IN ({marks})
+                SELECT id, id FROM {_ENTRY} WHERE bot_id = %s AND id IN ({marks})
                 UNION
                 SELECT reach.entry_id, edge.source_id
                 FROM reach JOIN edge ON edge.entry_id = reach.ancestor_id
@@ -151,7 +151,7 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
             """,
             [pool_id, *affected, pool_id, *affected],
         )
-        where = f"WHERE pool_id = %s AND id IN ({marks})"
+        where = f"WHERE bot_id = %s AND id IN ({marks})"
         cursor.execute(
             f"UPDATE {_ENTRY} SET intact = {_intact_sql()} {where}", [pool_id, *affected]
         )

@@ -47,7 +47,7 @@ class Entry(models.Model):
         RETRACTED = "retracted"
 
     id = models.CharField(primary_key=True, max_length=40, default=entry_id)
-    pool = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
     layer = models.CharField(max_length=12, choices=Layer.choices)
     content = EncryptedTextField()
     # [S1] The plain-text length, so `context` knows what fits without decrypting.
@@ -79,7 +79,7 @@ class Entry(models.Model):
             # pool in memory order: the planner would walk it past entries the reader may not
             # see, and the cost would grow with the pool.
             models.Index(
-                fields=["id", "pool", "sound", "status", "rank", "updated_at", "content_length"],
+                fields=["id", "bot", "sound", "status", "rank", "updated_at", "content_length"],
                 name="entry_admitted_order",
             ),
         ]
@@ -92,14 +92,14 @@ class EntryTag(models.Model):
     """[E3] One tag of an entry; `kind` is the part before the first colon, or `topic`."""
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows")
-    pool = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
     tag = models.CharField(max_length=200)
     kind = models.CharField(max_length=10)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["entry", "tag"], name="one_tag_per_entry")]
         indexes = [
-            models.Index(fields=["pool", "tag"], name="tag_by_pool"),
+            models.Index(fields=["bot", "tag"], name="tag_by_pool"),
             # [Q1] The access rule asks an entry's tags by kind (`org:`, `for:`), index-only.
             models.Index(fields=["entry", "kind", "tag"], name="tag_by_entry_kind"),
         ]
@@ -210,7 +210,7 @@ class Change(models.Model):
         PERSON = "person"
         PROMOTION = "promotion"
 
-    pool = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
     version = models.BigIntegerField()
     at = models.BigIntegerField()
     by = models.CharField(max_length=12, choices=By.choices)
@@ -218,11 +218,11 @@ class Change(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["pool", "version"], name="one_change_per_version")
+            models.UniqueConstraint(fields=["bot", "version"], name="one_change_per_version")
         ]
 
     def __str__(self) -> str:
-        return f"change v{self.version} of {self.pool_id} by {self.by}"
+        return f"change v{self.version} of {self.bot_id} by {self.by}"
 
 
 class ChangeEntry(models.Model):

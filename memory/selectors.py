@@ -225,11 +225,11 @@ def change_log(
     """
     with pool_read(pool_id):
         reader = reader.as_of_now()
-        in_page = Q(change__pool_id=pool_id, change__version__gt=since)
+        in_page = Q(change__bot_id=pool_id, change__version__gt=since)
         next_since = None
         if limit is not None:
             versions = list(
-                Change.objects.filter(pool_id=pool_id, version__gt=since)
+                Change.objects.filter(bot_id=pool_id, version__gt=since)
                 .order_by("version")
                 .values_list("version", flat=True)[: limit + 1]
             )
@@ -308,7 +308,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
 def pool_stats(*, pool_id: str) -> dict[str, Any]:
     """[O4] Counts of a pool's entries by layer, status and topic; reads no content [V8]."""
     with pool_read(pool_id):
-        entries = Entry.objects.filter(pool_id=pool_id)
+        entries = Entry.objects.filter(bot_id=pool_id)
         layers = dict.fromkeys(Entry.Layer.values, 0) | dict(
             entries.values("layer").annotate(count=Count("id")).values_list("layer", "count")
         )
@@ -316,7 +316,7 @@ def pool_stats(*, pool_id: str) -> dict[str, Any]:
             entries.values("status").annotate(count=Count("id")).values_list("status", "count")
         )
         topics = dict(
-            EntryTag.objects.filter(pool_id=pool_id, kind="topic")
+            EntryTag.objects.filter(bot_id=pool_id, kind="topic")
             .values("tag")
             .annotate(count=Count("id"))
             .order_by("tag")

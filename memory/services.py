@@ -111,7 +111,7 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
         Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1)
         change.version = Pool.objects.values_list("version", flat=True).get(bot_id=pool_id)
         record = Change.objects.create(
-            pool_id=pool_id,
+            bot_id=pool_id,
             version=change.version,
             at=change.at,
             by=by,
@@ -124,7 +124,7 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
 
 def _add_tags(entry: Entry, tags: list[str]) -> None:
     EntryTag.objects.bulk_create(
-        [EntryTag(entry=entry, pool_id=entry.pool_id, tag=tag, kind=tag_kind(tag)) for tag in tags],
+        [EntryTag(entry=entry, bot_id=entry.bot_id, tag=tag, kind=tag_kind(tag)) for tag in tags],
         ignore_conflicts=True,
     )
 
@@ -145,7 +145,7 @@ def entry_create_in(
     if not content or len(content) > MAX_CONTENT:
         raise invalid("content", f"must be 1 to {MAX_CONTENT} characters")
     entry = Entry.objects.create(
-        pool_id=change.pool_id,
+        bot_id=change.pool_id,
         layer=layer,
         content=content,
         content_length=len(content),
@@ -190,7 +190,7 @@ def entry_set_status_in(change: PoolChange, *, entry_id: str, status: str) -> No
         fields["invalidated_at"] = change.at
     # [L2] The closure stays; the dependents' soundness follows in set-based SQL.
     graph.status_changing(pool_id=change.pool_id, entry_id=entry_id, status=status)
-    Entry.objects.filter(pool_id=change.pool_id, id=entry_id).update(**fields)
+    Entry.objects.filter(bot_id=change.pool_id, id=entry_id).update(**fields)
     change.record(entry_id, {"op": status})
 
 
@@ -200,7 +200,7 @@ def entry_topics_in(
     """Change an entry's topics; OpenBot's colon tags are never touched here [E3, X3]."""
     add, remove = check_topics(add), check_topics(remove)
     EntryTag.objects.filter(entry_id=entry_id, kind="topic", tag__in=remove).delete()
-    _add_tags(Entry(id=entry_id, pool_id=change.pool_id), add)
+    _add_tags(Entry(id=entry_id, bot_id=change.pool_id), add)
     Entry.objects.filter(id=entry_id).update(updated_at=change.at)
     change.record(entry_id, {"op": "topics", "add": add, "remove": remove})
 
@@ -209,7 +209,7 @@ def topic_rename_in(change: PoolChange, *, old: str, new: str) -> int:
     """[W6] Rename a topic on every matching entry of the pool, not only those shown."""
     check_topics([old, new], "topic")
     entry_ids = list(
-        EntryTag.objects.filter(pool_id=change.pool_id, tag=old).values_list("entry_id", flat=True)
+        EntryTag.objects.filter(bot_id=change.pool_id, tag=old).values_list("entry_id", flat=True)
     )
     for entry_id in entry_ids:
         entry_topics_in(change, entry_id=entry_id, add=[new], remove=[old])
@@ -283,14 +283,14 @@ def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
         raise invalid("tag", "must be a from:, chat:, org: or channel: tag")
     pool_id = change.pool_id
     entry_ids = set(
-        EntryTag.objects.filter(pool_id=pool_id, tag=tag).values_list("entry_id", flat=True)
+        EntryTag.objects.filter(bot_id=pool_id, tag=tag).values_list("entry_id", flat=True)
     )
     remaining_dependents = graph.dependents(entry_ids) - entry_ids
-    Change.objects.filter(pool_id=pool_id, entry_rows__entry_id__in=entry_ids).update(payload="")
-    ChangeEntry.objects.filter(change__pool_id=pool_id, entry_id__in=entry_ids).delete()
+    Change.objects.filter(bot_id=pool_id, entry_rows__entry_id__in=entry_ids).update(payload="")
+    ChangeEntry.objects.filter(change__bot_id=pool_id, entry_id__in=entry_ids).delete()
     # [A4] Django's delete collector loads the rows it deletes: load ids only, so that
     # purging never decrypts content.
-    Entry.objects.filter(pool_id=pool_id, id__in=entry_ids).only("id").delete()
+    Entry.objects.filter(bot_id=pool_id, id__in=entry_ids).only("id").delete()
     change.structural |= remaining_dependents
     change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
     return entry_ids
@@ -348,7 +348,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
         [
             Entry(
                 id=item.id,
-                pool_id=change.pool_id,
+                bot_id=change.pool_id,
                 layer=item.layer,
                 content=item.content,
                 content_length=len(item.content),
@@ -364,7 +364,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
     )
     EntryTag.objects.bulk_create(
         [
-            EntryTag(entry_id=item.id, pool_id=change.pool_id, tag=tag, kind=tag_kind(tag))
+            EntryTag(entry_id=item.id, bot_id=change.pool_id, tag=tag, kind=tag_kind(tag))
             for item in batch
             for tag in dict.fromkeys(item.tags)
         ]

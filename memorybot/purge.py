@@ -37,7 +37,7 @@ def entries_kept(*, pool_id: str, entry_ids: Collection[str]) -> Iterator[bool]:
     exists. A purge holds the lock alone: it has either committed or not yet begun."""
     wanted = set(entry_ids)
     with pool_read(pool_id):
-        yield Entry.objects.filter(pool_id=pool_id, id__in=wanted).count() == len(wanted)
+        yield Entry.objects.filter(bot_id=pool_id, id__in=wanted).count() == len(wanted)
 
 
 def model_call_store(call: ModelCall) -> bool:

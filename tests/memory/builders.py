@@ -86,7 +86,7 @@ def observation(
     inherited = EntryTag.objects.filter(entry__in=sources, kind__in=INHERITED_KINDS).values_list(
         "tag", flat=True
     )
-    with pool_change(pool_id=sources[0].pool_id, by=Change.By.MEMORY_BOT) as change:
+    with pool_change(pool_id=sources[0].bot_id, by=Change.By.MEMORY_BOT) as change:
         return entry_create_in(
             change,
             layer=Entry.Layer.OBSERVATION,
@@ -99,5 +99,5 @@ def observation(
 
 def set_status(entry: Entry, status: str) -> None:
     """The memory bot marks `entry` invalidated (or retracted) [E5]."""
-    with pool_change(pool_id=entry.pool_id, by=Change.By.MEMORY_BOT) as change:
+    with pool_change(pool_id=entry.bot_id, by=Change.By.MEMORY_BOT) as change:
         entry_set_status_in(change, entry_id=entry.id, status=status)

@@ -226,7 +226,7 @@ def test_an_import_commits_in_batches_sources_first(world: World, model: PoolMod
         chain.model.entries[entry_id] = RefEntry(
             Entry.Layer.OBSERVATION, ACTIVE, set(private), source_entries=sources
         )
-    before = Change.objects.filter(pool_id=world.bot.id).count()
+    before = Change.objects.filter(bot_id=world.bot.id).count()
 
     entries_import(
         pool_id=world.bot.id,
@@ -234,7 +234,7 @@ def test_an_import_commits_in_batches_sources_first(world: World, model: PoolMod
         limits=ImportLimits(entries=limit, closure_rows=10_000),
     )
 
-    changes = list(Change.objects.filter(pool_id=world.bot.id).order_by("version")[before:])
+    changes = list(Change.objects.filter(bot_id=world.bot.id).order_by("version")[before:])
     assert len(changes) >= len(named) // limit
     assert {change.by for change in changes} == {Change.By.PROMOTION}
     batch_of = {

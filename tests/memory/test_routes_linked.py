@@ -39,7 +39,7 @@ def test_learning_through_a_linked_bot_goes_to_the_source_pool(
 ) -> None:
     daves = fact([say(chat_for(world.dave, linked.bot), world.dave)])
 
-    assert daves.pool_id == world.bot.id
+    assert daves.bot_id == world.bot.id
     assert EntryTag.objects.filter(entry=daves, tag=f"org:{world.other_org.id}").exists()
     assert entry_ids(world.dave, linked.bot) == [daves.id]
     assert entry_ids(world.alice, world.bot) == []
@@ -66,7 +66,7 @@ def test_remember_through_a_linked_bot(world: World, linked: Linked) -> None:
     assert response.status_code == 201
     entry = response.json()
     assert f"org:{world.other_org.id}" in entry["tags"]
-    assert Entry.objects.get(id=entry["id"]).pool_id == world.bot.id
+    assert Entry.objects.get(id=entry["id"]).bot_id == world.bot.id
     assert entry_ids(world.dave, linked.bot) == [entry["id"]]
     assert entry_ids(world.alice, world.bot) == []
     forget = world.dave.client().post(
