@@ -150,16 +150,16 @@ def floor_has_entries(entry_id: str) -> Callable[[], bool]:
 def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Callable[[], str]:
     """One statement writing what a Remember writes (entry, tags, evidence, closure row, the
     version, the change record), after encrypting content and payload; the body as JSON."""
-    pool_column = _column(Entry, "pool")
+    bot_column = _column(Entry, "bot")
     sql = f"""
         WITH e AS (
-            INSERT INTO {_table(Entry)} (id, {pool_column}, layer, content, content_length,
+            INSERT INTO {_table(Entry)} (id, {bot_column}, layer, content, content_length,
                 status, created_at, updated_at, rank, intact, blockers, sound)
             VALUES (%(id)s, %(bot)s, 'pinned', %(content)s, %(length)s, 'active', %(at)s,
                 %(at)s, 0, true, 0, true)
             RETURNING id
         ), t AS (
-            INSERT INTO {_table(EntryTag)} (entry_id, {_column(EntryTag, "pool")}, tag, kind)
+            INSERT INTO {_table(EntryTag)} (entry_id, {_column(EntryTag, "bot")}, tag, kind)
             SELECT e.id, %(bot)s, x.tag, x.kind FROM e, unnest(%(tags)s::text[], %(kinds)s::text[])
                 AS x(tag, kind)
         ), v AS (
@@ -171,7 +171,7 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
             UPDATE {_table(Pool)} SET version = version + 1 WHERE bot_id = %(bot)s
             RETURNING version
         ), g AS (
-            INSERT INTO {_table(Change)} ({_column(Change, "pool")}, version, at, by, payload)
+            INSERT INTO {_table(Change)} ({_column(Change, "bot")}, version, at, by, payload)
             SELECT %(bot)s, p.version, %(at)s, 'person', %(payload)s FROM p RETURNING id
         )
         INSERT INTO memory_changeentry (change_id, entry_id) SELECT g.id, e.id FROM g, e
@@ -476,7 +476,7 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> None:
         # The runs' own Remembers add to a pool: one at least as large is reused.
         bot = Bot.objects.filter(organization=world.organization, name=f"bench-{size}").first()
         found = None
-        if reuse and bot is not None and Entry.objects.filter(pool=bot).count() >= size:
+        if reuse and bot is not None and Entry.objects.filter(bot=bot).count() >= size:
             found = bench_pool.BuiltPool(bot=bot, size=size, build_seconds=0.0)
         if found is None:
             found = bench_pool.pool_build(world, size=size)
