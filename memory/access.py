@@ -25,7 +25,7 @@ from typing import Any
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
-from openbot.access import channel_ids_of, is_bot_user
+from openbot.access import rights_of
 from openbot.models import Bot, ChannelMember
 
 
@@ -59,15 +59,10 @@ class Reader:
         """
         if self.person_id is None or self.bot is None:
             return self
-        return replace(
-            self,
-            channel_ids=frozenset(
-                channel_ids_of(person_id=self.person_id, organization_id=self.organization_id)
-            ),
-            bot_user=is_bot_user(
-                bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
-            ),
+        channel_ids, bot_user = rights_of(
+            bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
         )
+        return replace(self, channel_ids=frozenset(channel_ids), bot_user=bot_user)
 
     @classmethod
     def circle(cls, *, channel_id: str, organization_id: str) -> "Reader":
