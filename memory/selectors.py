@@ -4,11 +4,14 @@ Server callers use `context`, `has_entries` and `validate_references` [S1–S3];
 a pool or check access one entry at a time themselves.
 """
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count, Q, QuerySet, TextField
+from django.db.models.expressions import RawSQL
 
 from memory.access import (
     Reader,
@@ -49,40 +52,66 @@ ENTRY_FIELDS = (
 
 
 def entry_body(entry: Entry) -> dict[str, Any]:
-    """The public format [E1, E4] of an entry just written, from the row in hand: nothing is
-    read back or decrypted, so there is nothing damaged to fail on [X5]."""
-    return _bodies([{name: getattr(entry, name) for name in ENTRY_FIELDS}])[0]
+    """The public format [E1, E4] of an entry just written, from the row in hand and its tags
+    and sources: its content is not read back or decrypted, so there is nothing damaged to fail
+    on [X5]."""
+    details = _with_details(Entry.objects.filter(id=entry.id)).values(*DETAILS).get()
+    return _bodies([{name: getattr(entry, name) for name in ENTRY_FIELDS} | details])[0]
+
+
+# An entry's tags and sources, each a JSON array read with the entry [Q4]: the tags in the
+# order they were added, the sources as [chat, item, entry] in their order [E2].
+_DETAILS_SQL = {
+    "postgresql": {
+        "tags": "SELECT COALESCE(json_agg(t.tag ORDER BY t.id), '[]')::text FROM {tag} t "
+        "WHERE t.entry_id = {entry}.id",
+        "sources": "SELECT COALESCE(json_agg(json_build_array(s.chat_id, s.item_seq, "
+        "s.source_entry_id) ORDER BY s.position), '[]')::text FROM {source} s "
+        "WHERE s.entry_id = {entry}.id",
+    },
+    "sqlite": {
+        "tags": "SELECT json_group_array(tag) FROM (SELECT t.tag FROM {tag} t "
+        "WHERE t.entry_id = {entry}.id ORDER BY t.id)",
+        "sources": "SELECT json_group_array(json_array(chat_id, item_seq, source_entry_id)) "
+        "FROM (SELECT s.chat_id, s.item_seq, s.source_entry_id FROM {source} s "
+        "WHERE s.entry_id = {entry}.id ORDER BY s.position)",
+    },
+}
+DETAILS = ("tags_json", "sources_json")
+
+
+def _with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
+    """`entries` with their tags and sources (`DETAILS`), in the same query [Q4]."""
+    tables = {
+        "entry": connection.ops.quote_name(Entry._meta.db_table),
+        "tag": connection.ops.quote_name(EntryTag._meta.db_table),
+        "source": connection.ops.quote_name(EntrySource._meta.db_table),
+    }
+    sql = _DETAILS_SQL[connection.vendor]
+    # Only table names are put into the SQL; it takes no parameters.
+    return entries.annotate(
+        tags_json=RawSQL(sql["tags"].format(**tables), (), output_field=TextField()),  # noqa: S611
+        sources_json=RawSQL(  # noqa: S611
+            sql["sources"].format(**tables), (), output_field=TextField()
+        ),
+    )
 
 
 def _bodies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The public format of entry rows (`ENTRY_FIELDS`), with their tags and sources."""
-    ids = [row["id"] for row in rows]
-    tags: dict[str, list[str]] = defaultdict(list)
-    for entry_id, tag in (
-        EntryTag.objects.filter(entry_id__in=ids).order_by("id").values_list("entry_id", "tag")
-    ):
-        tags[entry_id].append(tag)
-    sources: dict[str, list[dict[str, str | None]]] = defaultdict(list)
-    for entry_id, chat_id, item_seq, source_entry_id in (
-        EntrySource.objects.filter(entry_id__in=ids)
-        .order_by("entry_id", "position")
-        .values_list("entry_id", "chat_id", "item_seq", "source_entry_id")
-    ):
-        source: dict[str, str | None] = (
-            {"entry": source_entry_id}
-            if source_entry_id is not None
-            else {"chat": chat_id, "item": f"i-{item_seq}"}
-        )
-        sources[entry_id].append(source)
+    """The public format of entry rows (`ENTRY_FIELDS` and `DETAILS`)."""
     bodies = []
     for row in rows:
-        entry_id = row["id"]
         body: dict[str, Any] = {
-            "id": entry_id,
+            "id": row["id"],
             "layer": row["layer"],
             "content": row["content"],
-            "tags": tags[entry_id],
-            "sources": sources[entry_id],
+            "tags": json.loads(row["tags_json"]),
+            "sources": [
+                {"entry": source_entry_id}
+                if source_entry_id is not None
+                else {"chat": chat_id, "item": f"i-{item_seq}"}
+                for chat_id, item_seq, source_entry_id in json.loads(row["sources_json"])
+            ],
             "status": row["status"],
             "createdAt": row["created_at"],
             "updatedAt": row["updated_at"],
@@ -129,14 +158,17 @@ def entry_page_for_reader(
         if limit is None:
             # Every visible entry is in the response, so its content is read in the same
             # query; [X5] an entry no key opens is left out of it.
-            return _bodies(readable_values(entries, *ENTRY_FIELDS)), pool_version(pool_id), None
+            found = readable_values(_with_details(entries), *ENTRY_FIELDS, *DETAILS)
+            return _bodies(found), pool_version(pool_id), None
         # The page's places first (no content), then the content of exactly those entries.
         places = list(entries.values_list("rank", "updated_at", "id")[: limit + 1])
         page = places[:limit]
         rows = {
             row["id"]: row
             for row in readable_values(
-                Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page]), *ENTRY_FIELDS
+                _with_details(Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page])),
+                *ENTRY_FIELDS,
+                *DETAILS,
             )
         }
         bodies = _bodies([rows[entry_id] for _, _, entry_id in page if entry_id in rows])
@@ -149,7 +181,7 @@ def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str
     with pool_read(pool_id):
         reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
-        rows = readable_values(entries.filter(id=entry_id), *ENTRY_FIELDS)
+        rows = readable_values(_with_details(entries.filter(id=entry_id)), *ENTRY_FIELDS, *DETAILS)
         return _bodies(rows)[0] if rows else None
 
 
