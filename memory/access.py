@@ -189,17 +189,14 @@ def visible_in_order(
     sorting what passes [Q1].
     """
     admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
+    # The window is admitted already (the pool's lock keeps it so): only its dependencies are
+    # left to check, as in `visible_entries`, in the window's own query; PostgreSQL evaluates
+    # the check after the sort and limit, for the window's rows only [Q4].
+    checked = admitted.annotate(blocked=Exists(_failing_dependencies(reader, OuterRef("pk"))))
     start, size = 0, 32
     while True:
-        window = list(admitted.values_list("id", "content_length")[start : start + size])
-        # The window is admitted already (the pool's lock keeps it so): only its dependencies
-        # are left to check, as in `visible_entries`.
-        seen = set(
-            Entry.objects.filter(id__in=[entry_id for entry_id, _ in window])
-            .filter(~Exists(_failing_dependencies(reader, OuterRef("pk"))))
-            .values_list("id", flat=True)
-        )
-        yield from (row for row in window if row[0] in seen)
+        window = list(checked.values_list("id", "content_length", "blocked")[start : start + size])
+        yield from ((entry_id, length) for entry_id, length, blocked in window if not blocked)
         if len(window) < size:
             return
         start += size
