@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
+from memory.compiled import compiled, shape_of
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
 from openbot.access import rights_of
 from openbot.models import Bot, ChannelMember
@@ -169,12 +170,18 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
 
     Driven from the rows of the admitting `for:` tags, not from the entries: a query that
     stops at its first match would otherwise walk the pool's entries, and a reader who sees
-    nothing would pay for all of them [Q1].
+    nothing would pay for all of them [Q1]. Compiled once per reader shape [Q4].
     """
-    admissions = EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags).filter(
-        _usable(active_only=active_only, prefix="entry__")
-    )
-    return admissions.filter(~Exists(_failing_dependencies(reader, OuterRef("entry_id")))).exists()
+    shape = shape_of(pool_id=pool_id, reader=reader)
+
+    def build() -> QuerySet[Any, Any]:
+        admissions = EntryTag.objects.filter(
+            bot_id=shape.pool_id, tag__in=shape.reader.for_tags
+        ).filter(_usable(active_only=active_only, prefix="entry__"))
+        failing = _failing_dependencies(shape.reader, OuterRef("entry_id"))
+        return admissions.filter(~Exists(failing)).values("entry_id")[:1]
+
+    return bool(compiled(("any_visible", active_only, shape.key), build).rows(shape.values))
 
 
 def visible_in_order(
@@ -186,17 +193,26 @@ def visible_in_order(
     Ordering the admitted entries is cheap (one index-only step each); checking their
     dependencies is not. So the admitted entries are read in growing windows and only the
     windows a caller reaches are checked, rather than checking every admitted entry and then
-    sorting what passes [Q1].
+    sorting what passes [Q1]. The window is admitted already (the pool's lock keeps it so):
+    only its dependencies are left to check, as in `visible_entries`, in the window's own
+    query; PostgreSQL evaluates the check after the sort and limit, for the window's rows
+    only. Each window's query is compiled once per reader shape [Q4].
     """
-    admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
-    # The window is admitted already (the pool's lock keeps it so): only its dependencies are
-    # left to check, as in `visible_entries`, in the window's own query; PostgreSQL evaluates
-    # the check after the sort and limit, for the window's rows only [Q4].
-    checked = admitted.annotate(blocked=Exists(_failing_dependencies(reader, OuterRef("pk"))))
+    shape = shape_of(pool_id=pool_id, reader=reader)
     start, size = 0, 32
     while True:
-        window = list(checked.values_list("id", "content_length", "blocked")[start : start + size])
-        yield from ((entry_id, length) for entry_id, length, blocked in window if not blocked)
+
+        def build(start: int = start, size: int = size) -> QuerySet[Any, Any]:
+            admitted = admitted_entries(
+                pool_id=shape.pool_id, reader=shape.reader, active_only=active_only
+            )
+            failing = _failing_dependencies(shape.reader, OuterRef("pk"))
+            checked = admitted.annotate(blocked=Exists(failing))
+            return checked.values("id", "content_length", "blocked")[start : start + size]
+
+        key = ("visible_in_order", active_only, start, size, shape.key)
+        window = compiled(key, build).rows(shape.values)
+        yield from ((row["id"], row["content_length"]) for row in window if not row["blocked"])
         if len(window) < size:
             return
         start += size

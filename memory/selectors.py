@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, TextField
+from django.db.models import Count, Q, QuerySet, Subquery, TextField
 from django.db.models.expressions import RawSQL
 
 from memory.access import (
@@ -21,9 +21,10 @@ from memory.access import (
     visible_ids,
     visible_in_order,
 )
+from memory.compiled import compiled, shape_of, tag_stand_ins
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
-from openbot.fields import readable_values
+from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 
 CONTEXT_LINE_OVERHEAD = len("- \n")
@@ -145,6 +146,8 @@ def entry_page_for_reader(
     (all without a limit), the version, and the position to read on from (None at the end)."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
+        if after is None and limit is None:
+            return (*_all_for_reader(pool_id=pool_id, reader=reader, tags=tags), None)
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
@@ -173,6 +176,27 @@ def entry_page_for_reader(
         }
         bodies = _bodies([rows[entry_id] for _, _, entry_id in page if entry_id in rows])
         return bodies, pool_version(pool_id), page[-1] if len(places) > limit else None
+
+
+def _all_for_reader(
+    *, pool_id: str, reader: Reader, tags: list[str]
+) -> tuple[list[dict[str, Any]], int]:
+    """Every entry of `entries_for_reader` and the version, in one query compiled once per
+    reader shape [Q4]. Every visible entry is in the response, so its content is read in the
+    same query; [X5] an entry no key opens is left out of it."""
+    shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
+
+    def build() -> QuerySet[Any, Any]:
+        entries = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
+        for tag in tag_stand_ins(shape):
+            entries = entries.filter(tag_rows__tag=tag)
+        version = Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1]
+        entries = _with_details(entries).annotate(pool_version=Subquery(version))
+        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version")
+
+    rows = compiled(("entries", shape.key), build).rows(shape.values)
+    version = rows[0]["pool_version"] if rows else pool_version(pool_id)
+    return _bodies(readable_rows(Entry, rows)), version or 0
 
 
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:
