@@ -22,8 +22,8 @@ LOCK = 1 if connection.vendor == "postgresql" else 0
 # A route: token, bot with grant level, BEGIN, lock, rights, the read itself, COMMIT.
 GET_MEMORY = 6 + LOCK
 GET_LOG = 9 + LOCK
-REMEMBER = 19 + LOCK
-FORGET = 17 + LOCK
+REMEMBER = 18 + LOCK
+FORGET = 16 + LOCK
 # In-process: BEGIN, lock, rights, the read (context: a window and the contents), COMMIT.
 CONTEXT = 5 + LOCK
 HAS_ENTRIES = 4 + LOCK
