@@ -1,5 +1,6 @@
 """`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures
-(`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn).
+(`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn;
+`--floor`: [Q4] the hot paths next to their floor, in-process and over HTTP, bench.floor).
 
 DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
 is created if missing); DJANGO_SETTINGS_MODULE defaults to `settings.dev`. A run deletes the
@@ -112,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure the [L2] lock holds and reader waits instead (bench.lock)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="measure the [Q4] hot paths next to their floor instead (bench.floor)",
+    )
     args = parser.parse_args(argv)
     if args.turn:
         from bench import turn
@@ -139,7 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     # Production runs without DEBUG; with it every query would also be logged and timed.
     with override_settings(DEBUG=False):
-        if args.lock:
+        if args.floor:
+            from bench import floor
+
+            floor.run(
+                sizes=[int(size) for size in args.sizes.split(",")], runs=runs, reuse=args.reuse
+            )
+            met = True
+        elif args.lock:
             from bench import lock
 
             met = lock.run(size=int(args.sizes.split(",")[-1]), runs=runs, reuse=args.reuse)

@@ -24,8 +24,9 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
+from memory.compiled import compiled, shape_of
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
-from openbot.access import channel_ids_of, is_bot_user
+from openbot.access import rights_of
 from openbot.models import Bot, ChannelMember
 
 
@@ -59,15 +60,10 @@ class Reader:
         """
         if self.person_id is None or self.bot is None:
             return self
-        return replace(
-            self,
-            channel_ids=frozenset(
-                channel_ids_of(person_id=self.person_id, organization_id=self.organization_id)
-            ),
-            bot_user=is_bot_user(
-                bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
-            ),
+        channel_ids, bot_user = rights_of(
+            bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
         )
+        return replace(self, channel_ids=frozenset(channel_ids), bot_user=bot_user)
 
     @classmethod
     def circle(cls, *, channel_id: str, organization_id: str) -> "Reader":
@@ -174,12 +170,18 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
 
     Driven from the rows of the admitting `for:` tags, not from the entries: a query that
     stops at its first match would otherwise walk the pool's entries, and a reader who sees
-    nothing would pay for all of them [Q1].
+    nothing would pay for all of them [Q1]. Compiled once per reader shape [Q4].
     """
-    admissions = EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags).filter(
-        _usable(active_only=active_only, prefix="entry__")
-    )
-    return admissions.filter(~Exists(_failing_dependencies(reader, OuterRef("entry_id")))).exists()
+    shape = shape_of(pool_id=pool_id, reader=reader)
+
+    def build() -> QuerySet[Any, Any]:
+        admissions = EntryTag.objects.filter(
+            bot_id=shape.pool_id, tag__in=shape.reader.for_tags
+        ).filter(_usable(active_only=active_only, prefix="entry__"))
+        failing = _failing_dependencies(shape.reader, OuterRef("entry_id"))
+        return admissions.filter(~Exists(failing)).values("entry_id")[:1]
+
+    return bool(compiled(("any_visible", active_only, shape.key), build).rows(shape.values))
 
 
 def visible_in_order(
@@ -191,20 +193,26 @@ def visible_in_order(
     Ordering the admitted entries is cheap (one index-only step each); checking their
     dependencies is not. So the admitted entries are read in growing windows and only the
     windows a caller reaches are checked, rather than checking every admitted entry and then
-    sorting what passes [Q1].
+    sorting what passes [Q1]. The window is admitted already (the pool's lock keeps it so):
+    only its dependencies are left to check, as in `visible_entries`, in the window's own
+    query; PostgreSQL evaluates the check after the sort and limit, for the window's rows
+    only. Each window's query is compiled once per reader shape [Q4].
     """
-    admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
+    shape = shape_of(pool_id=pool_id, reader=reader)
     start, size = 0, 32
     while True:
-        window = list(admitted.values_list("id", "content_length")[start : start + size])
-        # The window is admitted already (the pool's lock keeps it so): only its dependencies
-        # are left to check, as in `visible_entries`.
-        seen = set(
-            Entry.objects.filter(id__in=[entry_id for entry_id, _ in window])
-            .filter(~Exists(_failing_dependencies(reader, OuterRef("pk"))))
-            .values_list("id", flat=True)
-        )
-        yield from (row for row in window if row[0] in seen)
+
+        def build(start: int = start, size: int = size) -> QuerySet[Any, Any]:
+            admitted = admitted_entries(
+                pool_id=shape.pool_id, reader=shape.reader, active_only=active_only
+            )
+            failing = _failing_dependencies(shape.reader, OuterRef("pk"))
+            checked = admitted.annotate(blocked=Exists(failing))
+            return checked.values("id", "content_length", "blocked")[start : start + size]
+
+        key = ("visible_in_order", active_only, start, size, shape.key)
+        window = compiled(key, build).rows(shape.values)
+        yield from ((row["id"], row["content_length"]) for row in window if not row["blocked"])
         if len(window) < size:
             return
         start += size

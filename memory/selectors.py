@@ -4,11 +4,14 @@ Server callers use `context`, `has_entries` and `validate_references` [S1–S3];
 a pool or check access one entry at a time themselves.
 """
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count, Q, QuerySet, Subquery, TextField
+from django.db.models.expressions import RawSQL
 
 from memory.access import (
     Reader,
@@ -18,9 +21,10 @@ from memory.access import (
     visible_ids,
     visible_in_order,
 )
+from memory.compiled import compiled, shape_of, tag_stand_ins
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
-from openbot.fields import readable_values
+from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 
 CONTEXT_LINE_OVERHEAD = len("- \n")
@@ -49,29 +53,61 @@ ENTRY_FIELDS = (
 
 
 def entry_row(entry: Entry) -> dict[str, Any]:
-    """An entry just written as `EntryOutput` shows it [E1, E4], from the row in hand: nothing
-    is read back or decrypted, so there is nothing damaged to fail on [X5]."""
-    return _with_tags_and_sources([{name: getattr(entry, name) for name in ENTRY_FIELDS}])[0]
+    """An entry just written as `EntryOutput` shows it [E1, E4], from the row in hand and its
+    tags and sources: its content is not read back or decrypted, so there is nothing damaged to
+    fail on [X5]."""
+    details = _with_details(Entry.objects.filter(id=entry.id)).values(*DETAILS).get()
+    return _with_tags_and_sources(
+        [{name: getattr(entry, name) for name in ENTRY_FIELDS} | details]
+    )[0]
+
+
+# An entry's tags and sources, each a JSON array read with the entry [Q4]: the tags in the
+# order they were added, the sources as [chat, item, entry] in their order [E2].
+_DETAILS_SQL = {
+    "postgresql": {
+        "tags": "SELECT COALESCE(json_agg(t.tag ORDER BY t.id), '[]')::text FROM {tag} t "
+        "WHERE t.entry_id = {entry}.id",
+        "sources": "SELECT COALESCE(json_agg(json_build_array(s.chat_id, s.item_seq, "
+        "s.source_entry_id) ORDER BY s.position), '[]')::text FROM {source} s "
+        "WHERE s.entry_id = {entry}.id",
+    },
+    "sqlite": {
+        "tags": "SELECT json_group_array(tag) FROM (SELECT t.tag FROM {tag} t "
+        "WHERE t.entry_id = {entry}.id ORDER BY t.id)",
+        "sources": "SELECT json_group_array(json_array(chat_id, item_seq, source_entry_id)) "
+        "FROM (SELECT s.chat_id, s.item_seq, s.source_entry_id FROM {source} s "
+        "WHERE s.entry_id = {entry}.id ORDER BY s.position)",
+    },
+}
+DETAILS = ("tags_json", "sources_json")
+
+
+def _with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
+    """`entries` with their tags and sources (`DETAILS`), in the same query [Q4]."""
+    tables = {
+        "entry": connection.ops.quote_name(Entry._meta.db_table),
+        "tag": connection.ops.quote_name(EntryTag._meta.db_table),
+        "source": connection.ops.quote_name(EntrySource._meta.db_table),
+    }
+    sql = _DETAILS_SQL[connection.vendor]
+    # Only table names are put into the SQL; it takes no parameters.
+    return entries.annotate(
+        tags_json=RawSQL(sql["tags"].format(**tables), (), output_field=TextField()),  # noqa: S611
+        sources_json=RawSQL(  # noqa: S611
+            sql["sources"].format(**tables), (), output_field=TextField()
+        ),
+    )
 
 
 def _with_tags_and_sources(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Entry rows (`ENTRY_FIELDS`) with their `tags` and `sources` (in order) added."""
-    ids = [row["id"] for row in rows]
-    tags: dict[str, list[str]] = defaultdict(list)
-    for entry_id, tag in (
-        EntryTag.objects.filter(entry_id__in=ids).order_by("id").values_list("entry_id", "tag")
-    ):
-        tags[entry_id].append(tag)
-    sources: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for source in (
-        EntrySource.objects.filter(entry_id__in=ids)
-        .order_by("entry_id", "position")
-        .values("entry_id", "chat_id", "item_seq", "source_entry_id")
-    ):
-        sources[source["entry_id"]].append(dict(source))
+    """Entry rows (`ENTRY_FIELDS` and `DETAILS`) with their `tags` and `sources` (in order)."""
     for row in rows:
-        row["tags"] = tags[row["id"]]
-        row["sources"] = sources[row["id"]]
+        row["tags"] = json.loads(row.pop("tags_json"))
+        row["sources"] = [
+            {"chat_id": chat_id, "item_seq": item_seq, "source_entry_id": source_entry_id}
+            for chat_id, item_seq, source_entry_id in json.loads(row.pop("sources_json"))
+        ]
     return rows
 
 
@@ -96,6 +132,8 @@ def entry_page_for_reader(
     (all without a limit), the version, and the position to read on from (None at the end)."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
+        if after is None and limit is None:
+            return (*_all_for_reader(pool_id=pool_id, reader=reader, tags=tags), None)
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
@@ -109,15 +147,17 @@ def entry_page_for_reader(
         if limit is None:
             # Every visible entry is in the response, so its content is read in the same
             # query; [X5] an entry no key opens is left out of it.
-            bodies = _with_tags_and_sources(readable_values(entries, *ENTRY_FIELDS))
-            return bodies, pool_version(pool_id), None
+            found = readable_values(_with_details(entries), *ENTRY_FIELDS, *DETAILS)
+            return _with_tags_and_sources(found), pool_version(pool_id), None
         # The page's places first (no content), then the content of exactly those entries.
         places = list(entries.values_list("rank", "updated_at", "id")[: limit + 1])
         page = places[:limit]
         rows = {
             row["id"]: row
             for row in readable_values(
-                Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page]), *ENTRY_FIELDS
+                _with_details(Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page])),
+                *ENTRY_FIELDS,
+                *DETAILS,
             )
         }
         bodies = _with_tags_and_sources(
@@ -126,13 +166,34 @@ def entry_page_for_reader(
         return bodies, pool_version(pool_id), page[-1] if len(places) > limit else None
 
 
+def _all_for_reader(
+    *, pool_id: str, reader: Reader, tags: list[str]
+) -> tuple[list[dict[str, Any]], int]:
+    """Every entry of `entries_for_reader` and the version, in one query compiled once per
+    reader shape [Q4]. Every visible entry is in the response, so its content is read in the
+    same query; [X5] an entry no key opens is left out of it."""
+    shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
+
+    def build() -> QuerySet[Any, Any]:
+        entries = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
+        for tag in tag_stand_ins(shape):
+            entries = entries.filter(tag_rows__tag=tag)
+        version = Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1]
+        entries = _with_details(entries).annotate(pool_version=Subquery(version))
+        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version")
+
+    rows = compiled(("entries", shape.key), build).rows(shape.values)
+    version = rows[0]["pool_version"] if rows else pool_version(pool_id)
+    return _with_tags_and_sources(readable_rows(Entry, rows)), version or 0
+
+
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:
     """[A11] One entry's row (as `entry_row`) if the reader may see it (history included [V6]),
     else None; [X5] an entry no key opens is None too."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
-        rows = readable_values(entries.filter(id=entry_id), *ENTRY_FIELDS)
+        rows = readable_values(_with_details(entries.filter(id=entry_id)), *ENTRY_FIELDS, *DETAILS)
         return _with_tags_and_sources(rows)[0] if rows else None
 
 

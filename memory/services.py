@@ -109,8 +109,10 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
             graph.refresh(pool_id=pool_id, changed_ids=change.structural)
         if not (change.touched or always):
             return
-        pool_of(pool_id)
-        Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1)
+        # [Q4] The pool's row exists after its first change: create it only then.
+        if not Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1):
+            pool_of(pool_id)
+            Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1)
         change.version = Pool.objects.values_list("version", flat=True).get(bot_id=pool_id)
         record = Change.objects.create(
             bot_id=pool_id,

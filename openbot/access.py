@@ -6,7 +6,7 @@ not change is a 403 on writes [H3, H4, §8].
 
 from dataclasses import dataclass
 
-from django.db.models import Q
+from django.db.models import Exists, Q, QuerySet, Subquery, Value
 
 from openbot.errors import Forbidden, NotFound
 from openbot.models import Bot, ChannelMember, Grant, Membership, Organization, Person
@@ -26,36 +26,40 @@ class Caller:
         ).exists()
 
 
+def _grants_of(*, bot_id: str, person_id: str, organization_id: str) -> QuerySet[Grant]:
+    """The grants on the bot that reach the person working in `organization_id` [H3]: their own,
+    and their organization's while they are a member of it. The membership is an indexed
+    `EXISTS` on (organization, person), not a join over every member of the organization [Q4]."""
+    member = Membership.objects.filter(organization_id=organization_id, person_id=person_id)
+    return Grant.objects.filter(bot_id=bot_id).filter(
+        Q(person_id=person_id) | Q(organization_id=organization_id) & Q(Exists(member))
+    )
+
+
+def _strongest(grants: QuerySet[Grant]) -> QuerySet[Grant, str]:
+    """The levels of `grants`, the strongest first ("write" sorts after "read")."""
+    return grants.order_by("-level").values_list("level", flat=True)
+
+
 def bot_level(*, bot: Bot, person_id: str, organization_id: str) -> str | None:
     """The person's grant level on `bot` when working in `organization_id`, or None [H3]."""
     if bot.organization_id != organization_id:
         return None
-    levels = set(
-        Grant.objects.filter(bot=bot)
-        .filter(
-            Q(person_id=person_id)
-            | Q(
-                organization_id=organization_id,
-                organization__membership__person_id=person_id,
-            )
-        )
-        .values_list("level", flat=True)
-    )
-    if Grant.Level.WRITE in levels:
-        return Grant.Level.WRITE
-    if Grant.Level.READ in levels:
-        return Grant.Level.READ
-    return None
+    grants = _grants_of(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
+    return _strongest(grants).first()
 
 
 def _bot_and_level(*, caller: Caller, bot_id: str) -> tuple[Bot, str]:
-    """A bot of the caller's organization and the caller's grant level on it, else 404."""
-    bot = Bot.objects.filter(id=bot_id, organization=caller.organization).first()
-    level = (
-        None
-        if bot is None
-        else bot_level(bot=bot, person_id=caller.person.id, organization_id=caller.organization.id)
+    """A bot of the caller's organization and the caller's grant level on it, else 404; one
+    query [Q4]."""
+    person_id, organization_id = caller.person.id, caller.organization.id
+    grants = _grants_of(bot_id=bot_id, person_id=person_id, organization_id=organization_id)
+    bot = (
+        Bot.objects.filter(id=bot_id, organization_id=organization_id)
+        .annotate(level=Subquery(_strongest(grants)[:1]))
+        .first()
     )
+    level: str | None = None if bot is None else bot.level  # type: ignore[attr-defined]
     if bot is None or level is None:
         raise NotFound(f"bot {bot_id} not found")
     return bot, level
@@ -76,18 +80,31 @@ def bot_for_memory_admin(*, caller: Caller, bot_id: str) -> Bot:
     return bot
 
 
-def is_bot_user(*, bot: Bot, person_id: str, organization_id: str) -> bool:
-    """[H6] A person with read on the bot, reading in the bot's organization."""
-    return bot_level(bot=bot, person_id=person_id, organization_id=organization_id) is not None
+def _channels_of(*, person_id: str, organization_id: str) -> QuerySet[ChannelMember, str]:
+    return ChannelMember.objects.filter(
+        person_id=person_id, channel__organization_id=organization_id
+    ).values_list("channel_id", flat=True)
 
 
-def channel_ids_of(*, person_id: str, organization_id: str) -> list[str]:
-    """[H5] The channels the person belongs to now, in that organization."""
-    return list(
-        ChannelMember.objects.filter(
-            person_id=person_id, channel__organization_id=organization_id
-        ).values_list("channel_id", flat=True)
+# Stands for "a user of the bot" among channel ids, which never are empty.
+_BOT_USER = ""
+
+
+def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[str], bool]:
+    """[H5, H6] The person's channels in the organization now, and whether they use the bot:
+    one query, so a read under the pool's lock reads them once [L1, Q4]."""
+    channels = _channels_of(person_id=person_id, organization_id=organization_id)
+    if bot.organization_id != organization_id:
+        return list(channels), False
+    grants = _grants_of(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
+    user = (
+        Bot.objects.filter(id=bot.id, organization_id=organization_id)
+        .filter(Exists(grants))
+        .annotate(mark=Value(_BOT_USER))
+        .values_list("mark", flat=True)
     )
+    found = list(channels.union(user, all=True))
+    return [channel for channel in found if channel != _BOT_USER], _BOT_USER in found
 
 
 def organization_for_admin(*, caller: Caller, organization_id: str) -> Organization:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -26,18 +26,18 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Authorization: invalid token") from None
+        # One query: the token, its person and organization, if the person is still a member.
+        member = Membership.objects.filter(
+            organization_id=OuterRef("organization_id"), person_id=OuterRef("person_id")
+        )
         token = (
             Token.objects.select_related("person", "organization")
             .filter(key_hash=token_hash(raw))
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+            .filter(Exists(member))
             .first()
         )
-        if (
-            token is None
-            or not Membership.objects.filter(
-                organization_id=token.organization_id, person_id=token.person_id
-            ).exists()
-        ):
+        if token is None:
             raise exceptions.AuthenticationFailed("Authorization: invalid token")
         token_mark_used(token)
         return token.person, token

@@ -12,7 +12,7 @@ opens. `stored_batches` reads columns as stored, for the commands that scan ever
 """
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
@@ -192,23 +192,39 @@ def readable(queryset: QuerySet[M]) -> list[M]:
     return kept
 
 
+def sealed_values(queryset: QuerySet[Any], *names: str) -> QuerySet[Any]:
+    """`queryset.values(*names)` with encrypted columns as stored, for `readable_rows`.
+    `names` include the primary key."""
+    model = queryset.model
+    sealed = {field.name for field in encrypted_fields(model)}
+    primary_key = model._meta.pk
+    assert primary_key is not None and primary_key.name in names
+    return queryset.values(
+        *(name for name in names if name not in sealed),
+        **{_SEALED + name: stored(name) for name in names if name in sealed},
+    )
+
+
+def readable_rows(
+    model: type[models.Model], rows: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """[X5] Rows of `sealed_values` with their encrypted columns opened row by row; a row no
+    configured key opens is left out (and logged)."""
+    fields = encrypted_fields(model)
+    primary_key = model._meta.pk
+    assert primary_key is not None
+    kept = []
+    for row in rows:
+        present = [field for field in fields if _SEALED + field.name in row]
+        values = [row.pop(_SEALED + field.name) for field in present]
+        texts = _opened(present, row[primary_key.name], values)
+        if texts is not None:
+            row.update(zip((field.name for field in present), texts, strict=True))
+            kept.append(row)
+    return kept
+
+
 def readable_values(queryset: QuerySet[Any], *names: str) -> list[dict[str, Any]]:
     """[X5] `queryset.values(*names)` with encrypted columns opened row by row; a row no
     configured key opens is left out (and logged). `names` include the primary key."""
-    model = queryset.model
-    fields = [field for field in encrypted_fields(model) if field.name in names]
-    sealed = {field.name for field in fields}
-    primary_key = model._meta.pk
-    assert primary_key is not None and primary_key.name in names
-    rows = queryset.values(
-        *(name for name in names if name not in sealed),
-        **{_SEALED + field.name: stored(field.name) for field in fields},
-    )
-    kept = []
-    for row in rows:
-        values = [row.pop(_SEALED + field.name) for field in fields]
-        texts = _opened(fields, row[primary_key.name], values)
-        if texts is not None:
-            row.update(zip((field.name for field in fields), texts, strict=True))
-            kept.append(row)
-    return kept
+    return readable_rows(queryset.model, sealed_values(queryset, *names))

@@ -1,0 +1,98 @@
+"""[Q4] The hot paths' query counts, pinned so a gain cannot silently regress.
+
+Counts are what Django records for one call, BEGIN and COMMIT included (on PostgreSQL each is
+a round trip; SQLite records them too). A route's count includes authentication and the
+permission class's lookup of the bot. They do not grow with the entries a reader sees: each
+reader below sees several entries with tags and sources.
+"""
+
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from memory.access import Reader
+from memory.selectors import context, has_entries
+from memory.services import entry_remember
+from tests.conftest import World
+from tests.factories import ChatFactory, ItemFactory
+from tests.memory.builders import fact, observation
+
+# The pool's lock is one statement on PostgreSQL; SQLite needs none [L1].
+LOCK = 1 if connection.vendor == "postgresql" else 0
+# A route: token, bot with grant level, BEGIN, lock, rights, the read itself, COMMIT.
+GET_MEMORY = 6 + LOCK
+GET_LOG = 9 + LOCK
+REMEMBER = 18 + LOCK
+FORGET = 16 + LOCK
+# In-process: BEGIN, lock, rights, the read (context: a window and the contents), COMMIT.
+CONTEXT = 5 + LOCK
+HAS_ENTRIES = 4 + LOCK
+
+
+@pytest.fixture
+def seen(world: World) -> World:
+    """Alice sees pinned entries, facts of her channel and an observation over them."""
+    for number in range(3):
+        entry_remember(
+            pool_id=world.bot.id,
+            person_id=world.alice.person.id,
+            organization_id=world.org.id,
+            content=f"pinned {number}",
+            topics=["travel"],
+        )
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
+    facts = [
+        fact([ItemFactory.create(chat=chat, person=world.alice.person)], topics=["travel"])
+        for _ in range(3)
+    ]
+    observation(facts, audience=f"for:channel:{world.channel.id}")
+    return world
+
+
+def test_get_memory(seen: World, django_assert_max_num_queries: Any) -> None:
+    client, url = seen.alice.client(), f"/v1/bots/{seen.bot.id}/memory"
+    client.get(url)  # the token's last use is written at most once a minute
+    with django_assert_max_num_queries(GET_MEMORY):
+        response = client.get(url)
+    assert response.status_code == 200 and len(response.json()["entries"]) >= 7
+
+
+def test_get_log(seen: World, django_assert_max_num_queries: Any) -> None:
+    client, url = seen.alice.client(), f"/v1/bots/{seen.bot.id}/memory/log"
+    client.get(url)
+    with django_assert_max_num_queries(GET_LOG):
+        response = client.get(url)
+    assert response.status_code == 200 and response.json()["changes"]
+
+
+def test_remember(seen: World, django_assert_max_num_queries: Any) -> None:
+    client, url = seen.bob.client(), f"/v1/bots/{seen.bot.id}/memory"
+    client.get(url)
+    body = {"command": {"_tag": "Remember", "content": "keep this", "tags": ["travel"]}}
+    with django_assert_max_num_queries(REMEMBER):
+        response = client.post(url, body, format="json")
+    assert response.status_code == 201
+
+
+def test_forget(seen: World, django_assert_max_num_queries: Any) -> None:
+    client, url = seen.alice.client(), f"/v1/bots/{seen.bot.id}/memory"
+    entry_id = client.get(url).json()["entries"][0]["id"]
+    with django_assert_max_num_queries(FORGET):
+        response = client.post(url, {"command": {"_tag": "Forget", "id": entry_id}}, format="json")
+    assert response.status_code == 200
+
+
+def reader(world: World) -> Reader:
+    return Reader(organization_id=world.org.id, person_id=world.alice.person.id, bot=world.bot)
+
+
+def test_context(seen: World, django_assert_max_num_queries: Any) -> None:
+    with django_assert_max_num_queries(CONTEXT):
+        used = context(seen.bot, reader(seen), 4000)
+    assert len(used.entry_ids) >= 7
+
+
+def test_has_entries(seen: World, django_assert_max_num_queries: Any) -> None:
+    with django_assert_max_num_queries(HAS_ENTRIES):
+        assert has_entries(seen.bot, reader(seen))
