@@ -23,7 +23,9 @@ LOCK = 1 if connection.vendor == "postgresql" else 0
 # A route: token, bot with grant level, BEGIN, lock, rights, the read itself, COMMIT.
 GET_MEMORY = 6 + LOCK
 GET_LOG = 9 + LOCK
-REMEMBER = 18 + LOCK
+# Remember's refresh counts an entry's blockers in a statement of its own, then sets `sound`
+# from them (one statement more than counting twice, which cost deep chains [L2]).
+REMEMBER = 19 + LOCK
 FORGET = 16 + LOCK
 # In-process: BEGIN, lock, rights, the read (context: a window and the contents), COMMIT.
 CONTEXT = 5 + LOCK
