@@ -20,6 +20,7 @@ from memory.access import (
 )
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
+from memory.relevance import relevant_in_order
 from openbot.fields import readable_values
 from openbot.models import Bot
 
@@ -171,15 +172,20 @@ class Context:
     contents: list[str]
 
 
-def context(bot: Bot, readers: Reader, limit: int) -> Context:
-    """[S1] Active visible entries in memory order, up to the first that does not fit `limit`
-    characters; entries after it are not decrypted."""
+def context(bot: Bot, readers: Reader, limit: int, query: str | None = None) -> Context:
+    """[S1] Active visible entries in memory order — with a `query`, those that match it, most
+    relevant first [R1] — up to the first that does not fit `limit` characters; entries after
+    it are not decrypted."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
         readers = readers.as_of_now()
         chosen: list[str] = []
         used = 0
-        for entry_id, length in visible_in_order(pool_id=pool_id, reader=readers, active_only=True):
+        for entry_id, length in (
+            visible_in_order(pool_id=pool_id, reader=readers, active_only=True)
+            if query is None
+            else relevant_in_order(pool_id=pool_id, reader=readers, query=query)
+        ):
             if used + length + CONTEXT_LINE_OVERHEAD > limit:
                 break
             used += length + CONTEXT_LINE_OVERHEAD
