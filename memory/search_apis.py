@@ -37,7 +37,12 @@ class MemorySearchViewSet(ScopedViewSet):
         parameters=[
             OpenApiParameter(
                 "q",
-                {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARACTERS},
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUERY_CHARACTERS,
+                    "pattern": r"\S",
+                },
                 required=True,
                 description="What to look for: at most 1,000 characters and 64 words",
             ),
