@@ -1,5 +1,6 @@
 """`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures
-(`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn).
+(`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn;
+`--recall`: [R4] recall@k and search cost, bench.recall).
 
 DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
 is created if missing); DJANGO_SETTINGS_MODULE defaults to `settings.dev`. A run deletes the
@@ -96,7 +97,11 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--sizes", default="10000,100000", help="pool sizes, comma-separated")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="pool sizes, comma-separated (default 10000,100000; 1000,10000,100000 with --recall)",
+    )
     parser.add_argument(
         "--runs",
         type=int,
@@ -111,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         "--lock",
         action="store_true",
         help="measure the [L2] lock holds and reader waits instead (bench.lock)",
+    )
+    parser.add_argument(
+        "--recall",
+        action="store_true",
+        help="measure [R4] recall@k of search and its cost instead (bench.recall)",
     )
     args = parser.parse_args(argv)
     if args.turn:
@@ -132,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0)
     runs = args.runs or (30 if args.lock else 200)
+    sizes = args.sizes or ("1000,10000,100000" if args.recall else "10000,100000")
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(
         f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
@@ -142,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.lock:
             from bench import lock
 
-            met = lock.run(size=int(args.sizes.split(",")[-1]), runs=runs, reuse=args.reuse)
+            met = lock.run(size=int(sizes.split(",")[-1]), runs=runs, reuse=args.reuse)
+        elif args.recall:
+            from bench import recall
+
+            met = recall.run(sizes=[int(size) for size in sizes.split(",")], runs=runs)
         else:
-            met = run(
-                sizes=[int(size) for size in args.sizes.split(",")], runs=runs, reuse=args.reuse
-            )
+            met = run(sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse)
     return 0 if met else 1
 
 
