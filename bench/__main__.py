@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.recall:
             from bench import recall
 
-            met = recall.run(sizes=[int(size) for size in sizes.split(",")], runs=runs)
+            met = recall.run(
+                sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse
+            )
         else:
             met = run(sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse)
     return 0 if met else 1

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from bench import pool as bench_pool
 from bench.timing import Timing, cost_of
-from memory.access import Reader, visible_in_order
+from memory.access import Reader, visible_entries, visible_in_order
 from memory.lock import pool_read
 from memory.models import Entry
 from memory.search import search
@@ -72,6 +72,7 @@ SUBJECTS = [(first + second).capitalize() for first in SYLLABLES for second in S
 @dataclass(frozen=True)
 class Question:
     text: str
+    # The id of the one fact that answers it; its content while the pool is only planned.
     answer: str
 
 
@@ -80,7 +81,6 @@ class RecallPool:
     bot: Bot
     size: int
     questions: list[Question]
-    build_seconds: float
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,9 @@ class _Plan:
             count,
         )
         for subject, template in pairs:
-            entry_id = self.fact(self.rng.choice(audiences), subject, template)
-            self.questions.append(Question(TEMPLATES[template][1].format(s=subject), entry_id))
+            self.fact(self.rng.choice(audiences), subject, template)
+            question = TEMPLATES[template][1].format(s=subject)
+            self.questions.append(Question(question, self.entries[-1].content))
 
     def background(self, count: int) -> None:
         """Other people's and other channels' facts: the same subjects and templates."""
@@ -162,22 +163,51 @@ class _Plan:
             self.fact(audience, self.rng.choice(SUBJECTS), self.rng.randrange(len(TEMPLATES)))
 
 
-def pool_build(world: bench_pool.World, size: int, *, seed: int = 3) -> RecallPool:
-    started = time.perf_counter()
-    bot = services.bot_create(organization=world.organization, name=f"recall-{size}")
-    services.grant_set(bot=bot, level="read", organization=world.organization)
+def _plan(world: bench_pool.World, size: int, seed: int) -> _Plan:
+    """The same contents and questions for the same size and seed (ids and times differ)."""
     plan = _Plan(world, random.Random(seed))
     plan.reader_share(min(1_000, size * 3 // 10))
     plan.background(size - len(plan.entries))
     plan.rng.shuffle(plan.entries)
+    return plan
+
+
+def pool_build(world: bench_pool.World, size: int, *, seed: int = 3) -> Bot:
+    started = time.perf_counter()
+    bot = services.bot_create(organization=world.organization, name=f"recall-{size}")
+    services.grant_set(bot=bot, level="read", organization=world.organization)
+    plan = _plan(world, size, seed)
     for start in range(0, len(plan.entries), IMPORT_BATCH):
         entries_import(pool_id=bot.id, entries=plan.entries[start : start + IMPORT_BATCH])
         done = min(start + IMPORT_BATCH, len(plan.entries))
         if done % 10_000 == 0 or done == len(plan.entries):
             print(f"  {done:,} of {size:,} entries ({time.perf_counter() - started:.0f} s)")
     bench_pool.settle()
-    questions = random.Random(seed).sample(plan.questions, min(QUESTIONS, len(plan.questions)))
-    return RecallPool(bot, size, questions, time.perf_counter() - started)
+    print(f"built the {size:,}-entry recall pool in {time.perf_counter() - started:.1f} s")
+    return bot
+
+
+def questions_of(world: bench_pool.World, bot: Bot, size: int, *, seed: int = 3) -> RecallPool:
+    """The pool's questions with the ids of their answers: the reader's share is planned again
+    and each answer found by its content among the entries the reader may see (contents of the
+    share are unique)."""
+    plan = _plan(world, size, seed)
+    reader = Reader.person(
+        bot=bot, person_id=world.chosen.id, organization_id=world.organization.id
+    )
+    with pool_read(bot.id):
+        ids_by_content = {
+            row["content"]: row["id"]
+            for row in readable_values(
+                visible_entries(pool_id=bot.id, reader=reader, active_only=True), "id", "content"
+            )
+        }
+    chosen = random.Random(seed).sample(plan.questions, min(QUESTIONS, len(plan.questions)))
+    return RecallPool(
+        bot=bot,
+        size=size,
+        questions=[Question(item.text, ids_by_content[item.answer]) for item in chosen],
+    )
 
 
 def _recall_at(ranks: list[int | None]) -> tuple[float, float, float]:
@@ -271,19 +301,23 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def run(*, sizes: list[int], runs: int) -> bool:
-    """Build the pools (again: the questions are not stored), print the figures; whether
-    search met [R4]'s p50 ≤ 20 ms and decrypted only what it returned."""
+def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
+    """Build the pools (or reuse an earlier run's), print the figures; whether search met
+    [R4]'s p50 ≤ 20 ms and decrypted only what it returned."""
     world = bench_pool.world_find()
     if world is None:
         world = bench_pool.world_build()
         print(f"built the world ({bench_pool.PEOPLE} people, {bench_pool.CHANNELS} channels)")
     rows = []
     for size in sizes:
-        Bot.objects.filter(organization=world.organization, name=f"recall-{size}").delete()
-        built = pool_build(world, size)
-        print(f"built the {size:,}-entry recall pool in {built.build_seconds:.1f} s", flush=True)
-        rows.append(measure(built, world, runs=runs))
+        name = f"recall-{size}"
+        bot = Bot.objects.filter(organization=world.organization, name=name).first()
+        if bot is not None and reuse and Entry.objects.filter(bot=bot).count() == size:
+            print(f"reused the {size:,}-entry recall pool")
+        else:
+            Bot.objects.filter(organization=world.organization, name=name).delete()
+            bot = pool_build(world, size)
+        rows.append(measure(questions_of(world, bot, size), world, runs=runs))
     print()
     print(table(rows))
     return all(
