@@ -1,6 +1,7 @@
 """`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures
 (`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn;
-`--floor`: [Q4] the hot paths next to their floor, in-process and over HTTP, bench.floor).
+`--floor`: [Q4] the hot paths next to their floor, in-process and over HTTP, bench.floor;
+`--recall`: [R4] recall@k and search cost, bench.recall).
 
 DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
 is created if missing); DJANGO_SETTINGS_MODULE defaults to `settings.dev`. A run deletes the
@@ -97,7 +98,11 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--sizes", default="10000,100000", help="pool sizes, comma-separated")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="pool sizes, comma-separated (default 10000,100000; 1000,10000,100000 with --recall)",
+    )
     parser.add_argument(
         "--runs",
         type=int,
@@ -117,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         "--floor",
         action="store_true",
         help="measure the [Q4] hot paths next to their floor instead (bench.floor)",
+    )
+    parser.add_argument(
+        "--recall",
+        action="store_true",
+        help="measure [R4] recall@k of search and its cost instead (bench.recall)",
     )
     args = parser.parse_args(argv)
     if args.turn:
@@ -138,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0)
     runs = args.runs or (30 if args.lock else 200)
+    sizes = args.sizes or ("1000,10000,100000" if args.recall else "10000,100000")
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(
         f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
@@ -148,18 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.floor:
             from bench import floor
 
-            floor.run(
-                sizes=[int(size) for size in args.sizes.split(",")], runs=runs, reuse=args.reuse
-            )
+            floor.run(sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse)
             met = True
         elif args.lock:
             from bench import lock
 
-            met = lock.run(size=int(args.sizes.split(",")[-1]), runs=runs, reuse=args.reuse)
-        else:
-            met = run(
-                sizes=[int(size) for size in args.sizes.split(",")], runs=runs, reuse=args.reuse
+            met = lock.run(size=int(sizes.split(",")[-1]), runs=runs, reuse=args.reuse)
+        elif args.recall:
+            from bench import recall
+
+            met = recall.run(
+                sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse
             )
+        else:
+            met = run(sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse)
     return 0 if met else 1
 
 

@@ -187,14 +187,18 @@ def pool_build(
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
+    settle()
+    return BuiltPool(bot=bot, size=size, build_seconds=time.perf_counter() - started)
+
+
+def settle() -> None:
+    """After a bulk load, what autovacuum does in production: planner statistics, and the
+    visibility map that lets the read indexes answer without visiting the table. The checkpoint
+    writes the load out now rather than while the reads are timed."""
     if connection.vendor == "postgresql":
-        # What autovacuum does in production after a bulk load: planner statistics, and the
-        # visibility map that lets the read indexes answer without visiting the table. The
-        # checkpoint writes the load out now rather than while the reads are timed.
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
             cursor.execute("CHECKPOINT")
-    return BuiltPool(bot=bot, size=size, build_seconds=time.perf_counter() - started)
 
 
 class _PoolPlan:

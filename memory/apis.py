@@ -156,6 +156,7 @@ class MemoryBotOutput(serializers.Serializer):
     instructions = serializers.CharField()
     concurrency = serializers.IntegerField(allow_null=True)
     budget = serializers.SerializerMethodField()
+    recall = serializers.ChoiceField(Pool.Recall.values)
 
     def get_budget(self, pool: Pool) -> dict[str, Any] | None:
         if pool.budget_period is None:
@@ -168,6 +169,8 @@ class MemoryBotInput(StrictSerializer):
     instructions = StrictCharField(required=False, allow_blank=True, max_length=10_000)
     concurrency = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=1000)
     budget = BudgetSerializer(required=False, allow_null=True)
+    # [R3] What enrichment offers the model: the newest entries, or those matching the input.
+    recall = serializers.ChoiceField(Pool.Recall.values, required=False)
 
 
 LIMIT = OpenApiParameter(
@@ -327,6 +330,8 @@ class MemoryViewSet(ScopedViewSet):
             changes["instructions"] = data["instructions"]
         if "concurrency" in data:
             changes["concurrency"] = data["concurrency"]
+        if "recall" in data:
+            changes["recall"] = data["recall"]
         if "budget" in data:
             budget = data["budget"]
             changes["budget_period"] = budget["period"] if budget else None

@@ -23,6 +23,10 @@ class Pool(models.Model):
         DAY = "day"
         MONTH = "month"
 
+    class Recall(models.TextChoices):
+        RECENT = "recent"
+        RELEVANT = "relevant"
+
     bot = models.OneToOneField(Bot, primary_key=True, on_delete=models.CASCADE)
     version = models.BigIntegerField(default=0)
     settings_version = models.IntegerField(default=0)
@@ -30,6 +34,9 @@ class Pool(models.Model):
     concurrency = models.PositiveIntegerField(null=True, blank=True)
     budget_period = models.CharField(max_length=5, choices=Period.choices, null=True, blank=True)
     budget_limit_micros = models.BigIntegerField(null=True, blank=True)
+    # [R3] What enrichment offers the model: the newest entries [S1], or those that match
+    # the person's input [R1].
+    recall = models.CharField(max_length=8, choices=Recall.choices, default=Recall.RECENT)
 
     def __str__(self) -> str:
         return f"pool of {self.bot_id} v{self.version}"
@@ -236,3 +243,28 @@ class ChangeEntry(models.Model):
 
     def __str__(self) -> str:
         return f"change {self.change_id} touched {self.entry_id}"
+
+
+class EntryTerm(models.Model):
+    """[R2] One term of an entry's content, as a keyed hash (memory.terms), with what BM25
+    needs: how often the term occurs in the entry and the entry's length in terms. Written
+    with the entry, deleted with it by the cascade."""
+
+    # Indexed by `one_term_per_entry`, which leads with the entry.
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+", db_index=False)
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    term = models.CharField(max_length=32)
+    frequency = models.IntegerField()
+    length = models.IntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["entry", "term"], name="one_term_per_entry")]
+        indexes = [
+            # [R1] Search starts from the entries that hold a query term, index-only.
+            models.Index(
+                fields=["bot", "term", "entry", "frequency", "length"], name="term_by_bot"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"term of {self.entry_id}"

@@ -24,6 +24,7 @@ from memory.access import (
 from memory.compiled import compiled, shape_of, tag_stand_ins
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
+from memory.relevance import relevant_in_order
 from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 
@@ -56,10 +57,10 @@ def entry_row(entry: Entry) -> dict[str, Any]:
     """An entry just written as `EntryOutput` shows it [E1, E4], from the row in hand and its
     tags and sources: its content is not read back or decrypted, so there is nothing damaged to
     fail on [X5]."""
-    details = _with_details(Entry.objects.filter(id=entry.id)).values(*DETAILS).get()
-    return _with_tags_and_sources(
-        [{name: getattr(entry, name) for name in ENTRY_FIELDS} | details]
-    )[0]
+    details = with_details(Entry.objects.filter(id=entry.id)).values(*DETAILS).get()
+    return with_tags_and_sources([{name: getattr(entry, name) for name in ENTRY_FIELDS} | details])[
+        0
+    ]
 
 
 # An entry's tags and sources, each a JSON array read with the entry [Q4]: the tags in the
@@ -83,7 +84,7 @@ _DETAILS_SQL = {
 DETAILS = ("tags_json", "sources_json")
 
 
-def _with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
+def with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
     """`entries` with their tags and sources (`DETAILS`), in the same query [Q4]."""
     tables = {
         "entry": connection.ops.quote_name(Entry._meta.db_table),
@@ -100,7 +101,7 @@ def _with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
     )
 
 
-def _with_tags_and_sources(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_tags_and_sources(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Entry rows (`ENTRY_FIELDS` and `DETAILS`) with their `tags` and `sources` (in order)."""
     for row in rows:
         row["tags"] = json.loads(row.pop("tags_json"))
@@ -147,20 +148,20 @@ def entry_page_for_reader(
         if limit is None:
             # Every visible entry is in the response, so its content is read in the same
             # query; [X5] an entry no key opens is left out of it.
-            found = readable_values(_with_details(entries), *ENTRY_FIELDS, *DETAILS)
-            return _with_tags_and_sources(found), pool_version(pool_id), None
+            found = readable_values(with_details(entries), *ENTRY_FIELDS, *DETAILS)
+            return with_tags_and_sources(found), pool_version(pool_id), None
         # The page's places first (no content), then the content of exactly those entries.
         places = list(entries.values_list("rank", "updated_at", "id")[: limit + 1])
         page = places[:limit]
         rows = {
             row["id"]: row
             for row in readable_values(
-                _with_details(Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page])),
+                with_details(Entry.objects.filter(id__in=[entry_id for _, _, entry_id in page])),
                 *ENTRY_FIELDS,
                 *DETAILS,
             )
         }
-        bodies = _with_tags_and_sources(
+        bodies = with_tags_and_sources(
             [rows[entry_id] for _, _, entry_id in page if entry_id in rows]
         )
         return bodies, pool_version(pool_id), page[-1] if len(places) > limit else None
@@ -179,12 +180,12 @@ def _all_for_reader(
         for tag in tag_stand_ins(shape):
             entries = entries.filter(tag_rows__tag=tag)
         version = Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1]
-        entries = _with_details(entries).annotate(pool_version=Subquery(version))
+        entries = with_details(entries).annotate(pool_version=Subquery(version))
         return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version")
 
     rows = compiled(("entries", shape.key), build).rows(shape.values)
     version = rows[0]["pool_version"] if rows else pool_version(pool_id)
-    return _with_tags_and_sources(readable_rows(Entry, rows)), version or 0
+    return with_tags_and_sources(readable_rows(Entry, rows)), version or 0
 
 
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:
@@ -193,8 +194,8 @@ def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str
     with pool_read(pool_id):
         reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
-        rows = readable_values(_with_details(entries.filter(id=entry_id)), *ENTRY_FIELDS, *DETAILS)
-        return _with_tags_and_sources(rows)[0] if rows else None
+        rows = readable_values(with_details(entries.filter(id=entry_id)), *ENTRY_FIELDS, *DETAILS)
+        return with_tags_and_sources(rows)[0] if rows else None
 
 
 def _contents(ids: list[str]) -> dict[str, str]:
@@ -215,15 +216,20 @@ class Context:
     contents: list[str]
 
 
-def context(bot: Bot, reader: Reader, limit: int) -> Context:
-    """[S1] Active visible entries in memory order, up to the first that does not fit `limit`
-    characters; entries after it are not decrypted."""
+def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> Context:
+    """[S1] Active visible entries in memory order — with a `query`, those that match it, most
+    relevant first [R1] — up to the first that does not fit `limit` characters; entries after
+    it are not decrypted."""
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
         reader = reader.as_of_now()
         chosen: list[str] = []
         used = 0
-        for entry_id, length in visible_in_order(pool_id=pool_id, reader=reader, active_only=True):
+        for entry_id, length in (
+            visible_in_order(pool_id=pool_id, reader=reader, active_only=True)
+            if query is None
+            else relevant_in_order(pool_id=pool_id, reader=reader, query=query)
+        ):
             if used + length + CONTEXT_LINE_OVERHEAD > limit:
                 break
             used += length + CONTEXT_LINE_OVERHEAD

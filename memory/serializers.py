@@ -83,6 +83,22 @@ class MemoryListOutput(PageOutput):
     entries = EntryOutput(many=True)
 
 
+class ScoredEntryOutput(EntryOutput):
+    """[R1] An entry that matched a search, with its relevance."""
+
+    score = serializers.FloatField(help_text="BM25 relevance [R1]; higher is more relevant")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return super().to_representation(instance) | {"score": instance["score"]}
+
+
+class MemorySearchOutput(serializers.Serializer):
+    """[R1] The matching entries for you, most relevant first, and the pool's version."""
+
+    entries = ScoredEntryOutput(many=True)
+    version = serializers.IntegerField()
+
+
 class ChangeOutput(serializers.Serializer):
     """[A3] A change of the log with the ids of it the reader may see now."""
 

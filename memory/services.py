@@ -19,6 +19,7 @@ from django.db.models import F
 
 from memory import graph
 from memory.access import Reader, visible_ids
+from memory.index import entries_index
 from memory.lock import pool_write
 from memory.models import (
     Change,
@@ -161,6 +162,7 @@ def entry_create_in(
         rank=0 if layer == Entry.Layer.PINNED else 1,
     )
     _add_tags(entry, list(dict.fromkeys(tags)))
+    entries_index(bot_id=change.pool_id, entries=[(entry.id, content)])  # [R2]
     sources = [
         EntrySource(entry=entry, position=index, chat_id=chat_id, item_seq=item_seq)
         for index, (chat_id, item_seq) in enumerate(source_items)
@@ -365,6 +367,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
             for item in batch
         ]
     )
+    entries_index(bot_id=change.pool_id, entries=[(item.id, item.content) for item in batch])
     EntryTag.objects.bulk_create(
         [
             EntryTag(entry_id=item.id, bot_id=change.pool_id, tag=tag, kind=tag_kind(tag))
@@ -407,7 +410,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
 
 def memory_settings_update(*, pool_id: str, expected: int, changes: dict[str, Any]) -> Pool:
     """[A5] Change the memory bot's settings if `expected` is the current settings version."""
-    allowed = {"instructions", "concurrency", "budget_period", "budget_limit_micros"}
+    allowed = {"instructions", "concurrency", "budget_period", "budget_limit_micros", "recall"}
     if set(changes) - allowed:
         raise ApplicationError(f"unknown settings: {sorted(set(changes) - allowed)}")
     with pool_write(pool_id):

@@ -26,6 +26,8 @@ class Duty:
     concurrency: int | None
     budget_period: BudgetPeriod | None
     budget_limit_micros: int | None
+    # [R3] `recent` or `relevant`: what enrichment offers the model.
+    recall: str
 
     def call(
         self,
@@ -70,6 +72,7 @@ def duty_for(chat: Chat) -> Duty:
         concurrency=pool.concurrency,
         budget_period=pool.budget_period,  # type: ignore[arg-type]
         budget_limit_micros=pool.budget_limit_micros,
+        recall=pool.recall,
     )
 
 

@@ -9,6 +9,7 @@ the entries it was made from, so a purge of one of them deletes it [P4].
 """
 
 from chats.models import Item, Turn
+from memory.models import Pool
 from memory.selectors import context, validate_references
 from memorybot.duty import duty_for, reader_of_chat
 from memorybot.gateway import reply_deadline_s
@@ -44,7 +45,9 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
     if not chat.organization.bot_memory or duty.model is None:  # [N4]
         return original
     reader = reader_of_chat(chat, turn.person_id)
-    found = context(chat.bot, reader, CONTEXT_LIMIT)
+    # [R3] `relevant`: the entries that match the person's input, most relevant first [R1].
+    query = original if duty.recall == Pool.Recall.RELEVANT else None
+    found = context(chat.bot, reader, CONTEXT_LIMIT, query=query)
     # [S2] No visible entry (or none that fits): no model call. `context` answers this
     # already, so a separate `has_entries` query would only repeat its work [Q2].
     if not found.entry_ids:

@@ -117,6 +117,9 @@ SPECTACULAR_SETTINGS = {
 
 # [X1] Encryption keys: comma-separated Fernet keys; the first encrypts, all decrypt.
 OPENBOT_ENCRYPTION_KEYS = env_list("OPENBOT_ENCRYPTION_KEYS")
+# [R2] The key of the search index's term hashes (32+ characters); unset: derived from the
+# first encryption key. After changing either, `manage.py reindex` re-keys the index.
+OPENBOT_INDEX_KEY = env_str("OPENBOT_INDEX_KEY")
 
 # [B2] OpenAI-compatible provider.
 OPENBOT_OPENAI_BASE_URL = env_str("OPENBOT_OPENAI_BASE_URL", "https://api.openai.com/v1")

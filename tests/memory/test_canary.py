@@ -24,7 +24,8 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings
 
-from memory.models import Entry
+from memory.models import Entry, EntryTerm
+from memory.terms import query_terms, term_hash, text_terms
 from tests.conftest import World
 
 CANARY = f"canary-{uuid.uuid4().hex} the vault code is 4711"
@@ -88,6 +89,10 @@ def remembered(world: World, settings: Settings, caplog: pytest.LogCaptureFixtur
     read = client.get(url)
     assert [entry["content"] for entry in read.json()["entries"]] == [CANARY]
     assert client.get(f"{url}/log").status_code == 200
+    # [R1] Searched for, found, and refused when too long: the query reaches no log either.
+    found = client.get(f"{url}/search", {"q": CANARY})
+    assert [entry["content"] for entry in found.json()["entries"]] == [CANARY]
+    assert client.get(f"{url}/search", {"q": CANARY * 30}).status_code == 400
     return world
 
 
@@ -103,6 +108,19 @@ def test_no_table_holds_the_canary_in_plain_text(remembered: World) -> None:
     assert len(stored) == 2
     assert all(value.startswith("gAAAAA") for value in stored)
     assert Entry.objects.filter(content_length=len(CANARY)).exists()
+
+
+def test_the_search_index_holds_no_canary_term(remembered: World) -> None:
+    """[R2] The index holds keyed hashes of the canary's terms, never a term: not in its table,
+    nor in any column of any other table (what a database dump holds)."""
+    terms = set(text_terms(CANARY)) | set(query_terms(CANARY))
+    # The canary's own part, as the index stems it (a trailing "e" may go).
+    [unique] = text_terms(MARK.removeprefix("canary-"))
+    assert unique in terms
+    index = table_texts()["memory_entryterm"]
+    assert EntryTerm.objects.filter(term=term_hash(unique)).count() == 2
+    assert [term for term in terms if term in index] == []
+    assert [table for table, text in table_texts().items() if unique in text] == []
 
 
 def test_no_log_line_holds_the_canary(

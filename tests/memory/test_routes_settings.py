@@ -32,6 +32,7 @@ def test_settings_start_empty(world: World) -> None:
         "instructions": "",
         "concurrency": None,
         "budget": None,
+        "recall": "recent",
     }
 
 
@@ -44,6 +45,7 @@ def test_patch_with_the_documented_example(world: World) -> None:
         "instructions": "Decisions of the team may be shared with the team.",
         "concurrency": 2,
         "budget": {"period": "month", "limitMicros": 5_000_000},
+        "recall": "recent",
     }
     assert response.json() == expected
     assert world.alice.client().get(url(world)).json() == expected
@@ -78,6 +80,7 @@ def test_fields_left_out_stay_and_null_removes_limits(world: World) -> None:
         "instructions": EXAMPLE["instructions"],
         "concurrency": 2,
         "budget": None,
+        "recall": "recent",
     }
     only_concurrency = patch(world, {"expected": 2, "concurrency": None})
     assert only_concurrency.json()["concurrency"] is None
@@ -88,6 +91,18 @@ def test_fields_left_out_stay_and_null_removes_limits(world: World) -> None:
     assert pool.budget_period is None
     assert pool.budget_limit_micros is None
     assert pool.concurrency is None
+
+
+def test_recall_is_recent_or_relevant(world: World) -> None:
+    """[R3] Enrichment recall: `recent` by default, `relevant` on request; nothing else."""
+    response = patch(world, {"expected": 0, "recall": "relevant"})
+    assert response.status_code == 200
+    assert response.json()["recall"] == "relevant"
+    assert Pool.objects.get(bot=world.bot).recall == "relevant"
+    bad = patch(world, {"expected": 1, "recall": "everything"})
+    assert bad.status_code == 400
+    assert set(bad.json()["error"]["fields"]) == {"recall"}
+    assert patch(world, {"expected": 1, "recall": "recent"}).json()["recall"] == "recent"
 
 
 @pytest.mark.parametrize("period", ["day", "month"])

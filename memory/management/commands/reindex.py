@@ -1,0 +1,27 @@
+"""[R2] Re-key the search index: rewrite every entry's hashed terms under the current index key
+(`OPENBOT_INDEX_KEY`, or the one derived from the first encryption key). Run it after changing
+either; until it has run, search finds only entries written since the change."""
+
+from typing import Any
+
+from django.core.management.base import CommandParser
+from openbot.management.commands._json import JsonCommand
+
+from memory.index import index_rekey
+
+
+class Command(JsonCommand):
+    help = (
+        "Rewrite the search index under the current index key, in batches (progress on "
+        'stderr). Prints {"reindexed": N, "unreadable": [ids no encryption key opens]}.'
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--batch-size", type=int, default=500)
+
+    def run(self, **options: Any) -> dict[str, Any]:
+        def progress(done: int, total: int) -> None:
+            self.stderr.write(f"reindex: {done} of {total} entries")
+
+        result = index_rekey(batch_size=max(options["batch_size"], 1), progress=progress)
+        return {"reindexed": result.reindexed, "unreadable": result.unreadable}

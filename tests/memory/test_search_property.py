@@ -1,0 +1,73 @@
+"""[R1, V4] Search never returns an entry the reader may not see.
+
+The random pools of the access property test (built through the real services, with the test's
+own reference model of [V4]); for every reader, a random query made of the pool's own words.
+What `search` returns must be active entries the reference lets the reader see, a subset of
+`visible_entries`, and exactly those of them that hold a query term.
+
+Examples: `OPENBOT_SEARCH_EXAMPLES` (default 500 on PostgreSQL, 100 on SQLite).
+"""
+
+import os
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from memory.access import visible_entries
+from memory.models import Entry
+from memory.search import search
+from memory.terms import query_terms, text_terms
+from tests.memory.test_access_property import Tenancy, make_tenancy, random_pool, random_pools
+
+EXAMPLES_ENV = "OPENBOT_SEARCH_EXAMPLES"
+
+
+@pytest.fixture
+def tenancy(db: Any) -> Tenancy:
+    return make_tenancy()
+
+
+def example_count() -> int:
+    raw = os.environ.get(EXAMPLES_ENV)
+    if raw:
+        return int(raw)
+    return 500 if connection.vendor == "postgresql" else 100
+
+
+@random_pools(example_count())
+@given(data=st.data())
+def test_search_returns_only_what_the_reader_may_see(tenancy: Tenancy, data: st.DataObject) -> None:
+    with transaction.atomic():
+        model = random_pool(tenancy, data)
+        contents = dict(Entry.objects.filter(bot=tenancy.bot).values_list("id", "content"))
+        every_word = sorted({word for content in contents.values() for word in content.split()})
+        hits = 0
+        for ref_reader, reader in tenancy.readers():
+            if not every_word:
+                break
+            allowed = model.visible(ref_reader, active_only=True)
+            # Mostly words of entries the reader may see, so that queries hit; else any word.
+            own = sorted({word for entry_id in allowed for word in contents[entry_id].split()})
+            words = own if own and data.draw(st.integers(0, 3)) > 0 else every_word
+            query = " ".join(data.draw(st.lists(st.sampled_from(words), min_size=1, max_size=3)))
+            bot = tenancy.bot_of(ref_reader.organization)
+            found = {entry["id"] for entry in search(bot, reader, query, 100)[0]}
+            invisible = found - allowed
+            assert invisible == set(), f"{ref_reader} {query!r}: shown but hidden by [V4]"
+            visible = set(
+                visible_entries(
+                    pool_id=tenancy.bot.id, reader=reader, active_only=True
+                ).values_list("id", flat=True)
+            )
+            assert found <= visible
+            terms = set(query_terms(query))
+            matching = {
+                entry_id for entry_id in visible if terms & set(text_terms(contents[entry_id]))
+            }
+            assert found == matching, f"{ref_reader} {query!r}: missed {matching - found}"
+            hits += len(found)
+        event(f"search hits over all readers: {min(hits, 6)}{'+' if hits >= 6 else ''}")
+        transaction.set_rollback(True)
