@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef
 
-from memory.models import Closure, Entry, EntrySource, EntryTag, Evidence, Exclusion
+from memory.models import Closure, Entry, EntrySource, EntryTag, EntryTerm, Evidence, Exclusion
 
 _ENTRY = Entry._meta.db_table
 _SOURCE = EntrySource._meta.db_table
@@ -175,7 +175,7 @@ def entries_delete(*, pool_id: str, tag: str) -> None:
     """
     doomed = EntryTag.objects.filter(bot_id=pool_id, tag=tag).values("entry_id")
     # Models nothing refers to: `delete()` is one DELETE … WHERE entry_id IN (subquery).
-    for model in (EntrySource, Evidence, Exclusion):
+    for model in (EntrySource, Evidence, Exclusion, EntryTerm):
         model.objects.filter(entry_id__in=doomed).delete()
     # Entry is referred to (by the rows just deleted): the collector would load it, so the
     # statement is issued without it.

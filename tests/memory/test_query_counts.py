@@ -24,8 +24,9 @@ LOCK = 1 if connection.vendor == "postgresql" else 0
 GET_MEMORY = 6 + LOCK
 GET_LOG = 9 + LOCK
 # Remember's refresh counts an entry's blockers in a statement of its own, then sets `sound`
-# from them (one statement more than counting twice, which cost deep chains [L2]).
-REMEMBER = 19 + LOCK
+# from them (one statement more than counting twice, which cost deep chains [L2]); the entry's
+# search terms are one insert [R2].
+REMEMBER = 20 + LOCK
 FORGET = 16 + LOCK
 # In-process: BEGIN, lock, rights, the read (context: a window and the contents), COMMIT.
 CONTEXT = 5 + LOCK

@@ -5,7 +5,7 @@ either; until it has run, search finds only entries written since the change."""
 from typing import Any
 
 from django.core.management.base import CommandParser
-from openbot.management.commands._json import JsonCommand
+from openbot.command_output import JsonCommand
 
 from memory.index import index_rekey
 
