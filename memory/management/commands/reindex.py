@@ -5,9 +5,9 @@ either; until it has run, search finds only entries written since the change."""
 from typing import Any
 
 from django.core.management.base import CommandParser
-from openbot.command_output import JsonCommand
 
 from memory.index import index_rekey
+from openbot.command_output import JsonCommand
 
 
 class Command(JsonCommand):
