@@ -113,6 +113,11 @@ SPECTACULAR_SETTINGS = {
     # [A13] The docs UI loads its assets from this server, never from the network.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # An entry's and a learning run's `status` are different choice sets: each its own name.
+    "ENUM_NAME_OVERRIDES": {
+        "EntryStatusEnum": "memory.models.Entry.Status",
+        "LearningRunStatusEnum": "memorybot.models.LearningRun.Status",
+    },
 }
 
 # [X1] Encryption keys: comma-separated Fernet keys; the first encrypts, all decrypt.
