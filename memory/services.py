@@ -292,10 +292,14 @@ def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
         EntryTag.objects.filter(bot_id=pool_id, tag=tag).values_list("entry_id", flat=True)
     )
     remaining_dependents = graph.dependents(entry_ids) - entry_ids
-    Change.objects.filter(bot_id=pool_id, entry_rows__entry_id__in=entry_ids).update(payload="")
-    ChangeEntry.objects.filter(change__bot_id=pool_id, entry_id__in=entry_ids).delete()
-    graph.entries_delete(pool_id=pool_id, tag=tag)
-    transaction.on_commit(partial(graph.closure_discard, sorted(entry_ids)))
+    ordered = sorted(entry_ids)
+    for start in range(0, len(ordered), graph.DELETE_BATCH):
+        batch = ordered[start : start + graph.DELETE_BATCH]
+        Change.objects.filter(bot_id=pool_id, entry_rows__entry_id__in=batch).update(payload="")
+        # Entry ids are unique across pools: the log's index rows are found by id alone.
+        ChangeEntry.objects.filter(entry_id__in=batch).delete()
+    graph.entries_delete(pool_id=pool_id, entry_ids=ordered)
+    transaction.on_commit(partial(graph.closure_discard, ordered))
     change.structural |= remaining_dependents
     change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
     return entry_ids

@@ -16,9 +16,19 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
+from memory import graph
 from memory.access import Reader, visible_entries
 from memory.graph import ImportLimits
-from memory.models import Change, ChangeEntry, Closure, Entry
+from memory.models import (
+    Change,
+    ChangeEntry,
+    Closure,
+    Entry,
+    EntrySource,
+    EntryTag,
+    EntryTerm,
+    Evidence,
+)
 from memory.selectors import entries_for_reader, pool_version
 from memory.services import (
     ImportedEntry,
@@ -234,6 +244,23 @@ def test_a_purged_chain_leaves_its_closure_rows_until_the_commit_then_they_go(
 
     assert set(rows.values_list("entry_id", "ancestor_id")) == {(chain.root, chain.root)}
     chain.assert_agrees()
+
+
+@pytest.mark.parametrize("batch", [7, graph.DELETE_BATCH])
+def test_a_purge_in_many_batches_deletes_every_row_of_every_purged_entry(
+    world: World, model: PoolModel, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """[A4, L2] A purge deletes by lists of ids, a batch at a time: none is left behind at a
+    batch's edge, and the log keeps no index row of a purged entry."""
+    monkeypatch.setattr(graph, "DELETE_BATCH", batch)
+    chain = Chain(world, model, DEEP)
+    hanging_kinds = (EntrySource, Evidence, EntryTag, EntryTerm, ChangeEntry)
+    for hanging in hanging_kinds:
+        assert hanging.objects.filter(entry_id__in=chain.ids).exists(), hanging
+    pool_purge(pool_id=world.bot.id, tag=f"chat:chat_chain{DEEP}")
+    for hanging in hanging_kinds:
+        assert not hanging.objects.filter(entry_id__in=chain.ids).exists(), hanging
+    assert not Entry.objects.filter(id__in=chain.ids).exists()
 
 
 def test_an_import_commits_in_batches_sources_first(world: World, model: PoolModel) -> None:
