@@ -166,6 +166,21 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
         cursor.execute(f"UPDATE {_ENTRY} SET sound = (blockers = 0) {where}", [pool_id, *affected])
 
 
+def refresh_new(*, pool_id: str, entry_id: str) -> None:
+    """[Q4] `refresh` of a new entry that names no entry as a source, in two statements: its
+    closure is itself, and nothing depends on it (its id was just made), so it blocks itself
+    exactly when it is not intact."""
+    Closure.objects.create(entry_id=entry_id, ancestor_id=entry_id)
+    intact = _intact_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_ENTRY} SET intact = {intact},"
+            f" blockers = CASE WHEN {intact} THEN 0 ELSE 1 END, sound = {intact}"
+            " WHERE bot_id = %s AND id = %s",
+            [pool_id, entry_id],
+        )
+
+
 def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     """[A4, L2] Delete the pool's `entry_ids` and the rows that hang on them, one statement per
     table and batch of ids: no row is loaded into Python (Django's delete collector loads the

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 
 from memory import graph
 from memory.access import Reader, visible_ids
@@ -110,11 +109,7 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
             graph.refresh(pool_id=pool_id, changed_ids=change.structural)
         if not (change.touched or always):
             return
-        # [Q4] The pool's row exists after its first change: create it only then.
-        if not Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1):
-            pool_of(pool_id)
-            Pool.objects.filter(bot_id=pool_id).update(version=F("version") + 1)
-        change.version = Pool.objects.values_list("version", flat=True).get(bot_id=pool_id)
+        change.version = _version_next(pool_id)
         record = Change.objects.create(
             bot_id=pool_id,
             version=change.version,
@@ -125,6 +120,22 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
         ChangeEntry.objects.bulk_create(
             [ChangeEntry(change=record, entry_id=entry_id) for entry_id in change.touched]
         )
+
+
+def _version_next(pool_id: str) -> int:
+    """[Q4] Take the pool's next version in one statement; the pool's row is created at its
+    first change."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Pool._meta.db_table} SET version = version + 1 WHERE bot_id = %s"
+            " RETURNING version",
+            [pool_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        pool_of(pool_id)
+        return _version_next(pool_id)
+    return int(row[0])
 
 
 def _add_tags(entry: Entry, tags: list[str]) -> None:
@@ -185,7 +196,10 @@ def entry_create_in(
     )
     change.record(entry.id, {"op": "add", "layer": layer, "content": content})
     # Refreshed at once, so later operations of the same change see its access data.
-    graph.refresh(pool_id=change.pool_id, changed_ids=[entry.id])
+    if source_entries:
+        graph.refresh(pool_id=change.pool_id, changed_ids=[entry.id])
+    else:
+        graph.refresh_new(pool_id=change.pool_id, entry_id=entry.id)
     return entry
 
 

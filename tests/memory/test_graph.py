@@ -355,3 +355,43 @@ def test_a_reader_sees_a_deep_chain_before_or_after_its_root_changes(
     assert [(version, ids) for version, ids in reads if states.get(version) != ids] == []
     assert {frozenset(ids) for _, ids in reads} == {frozenset(everything), frozenset(root_only)}
     chain.assert_agrees()
+
+
+@pytest.mark.parametrize(
+    ("layer", "items", "proven", "intact"),
+    [
+        (Entry.Layer.PINNED, [], True, True),
+        (Entry.Layer.PINNED, [], False, False),
+        (Entry.Layer.FACT, [("chat_new", 1), ("chat_new", 2)], True, True),
+        (Entry.Layer.FACT, [("chat_new", 1), ("chat_new", 2)], False, False),
+        (Entry.Layer.FACT, [], True, False),
+        (Entry.Layer.OBSERVATION, [], True, False),
+    ],
+)
+def test_a_new_entry_without_named_sources_gets_what_a_full_refresh_gives_it(
+    world: World, layer: str, items: list[tuple[str, int]], proven: bool, intact: bool
+) -> None:
+    """[Q4] A new entry that names no entry takes `graph.refresh_new`'s two statements; its
+    closure, intactness, blockers and soundness are what the full refresh computes."""
+    rule, org = f"person:{world.alice.person.id}", world.org.id
+    evidence = [ItemEvidence(chat, seq, rule, org) for chat, seq in items or [("", 0)]]
+    with pool_change(pool_id=world.bot.id, by=Change.By.MEMORY_BOT) as change:
+        entry = entry_create_in(
+            change,
+            layer=layer,
+            content="new",
+            tags=[f"for:person:{world.alice.person.id}"],
+            source_items=items,
+            # A fact whose second item is not proven is not intact [V4](d).
+            evidence=evidence if proven else evidence[:1] if items else [],
+        )
+
+    def derived() -> tuple[object, ...]:
+        row = Entry.objects.values_list("intact", "blockers", "sound").get(id=entry.id)
+        closure = set(Closure.objects.filter(entry_id=entry.id).values_list("ancestor_id"))
+        return (*row, closure)
+
+    new = derived()
+    assert new == (intact, 0 if intact else 1, intact, {(entry.id,)})
+    graph.refresh(pool_id=world.bot.id, changed_ids=[entry.id])
+    assert derived() == new

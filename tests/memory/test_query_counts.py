@@ -23,11 +23,11 @@ LOCK = 1 if connection.vendor == "postgresql" else 0
 # A route: token, bot with grant level, BEGIN, lock, rights, the read itself, COMMIT.
 GET_MEMORY = 6 + LOCK
 GET_LOG = 9 + LOCK
-# Remember's refresh counts an entry's blockers in a statement of its own, then sets `sound`
-# from them (one statement more than counting twice, which cost deep chains [L2]); the entry's
-# search terms are one insert [R2].
-REMEMBER = 20 + LOCK
-FORGET = 16 + LOCK
+# Remember: the entry, its tags, search terms [R2] and evidence, one insert each; its closure
+# row and derived access data in two statements (`graph.refresh_new`: it names no entry); the
+# version in one statement; the change and its index row.
+REMEMBER = 14 + LOCK
+FORGET = 15 + LOCK
 # In-process: BEGIN, lock, rights, the read (context: a window and the contents), COMMIT.
 CONTEXT = 5 + LOCK
 HAS_ENTRIES = 4 + LOCK
