@@ -24,9 +24,10 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
-from memory.compiled import compiled, shape_of
+from memory.compiled import shape_of
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
 from openbot.access import rights_of
+from openbot.compiled import compiled
 from openbot.models import Bot, ChannelMember
 
 

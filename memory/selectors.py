@@ -21,10 +21,11 @@ from memory.access import (
     visible_ids,
     visible_in_order,
 )
-from memory.compiled import compiled, shape_of, tag_stand_ins
+from memory.compiled import shape_of, tag_stand_ins
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
 from memory.relevance import relevant_in_order
+from openbot.compiled import compiled
 from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 

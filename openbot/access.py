@@ -5,9 +5,11 @@ not change is a 403 on writes [H3, H4, §8].
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Exists, Q, QuerySet, Subquery, Value
 
+from openbot.compiled import compiled, stand_in
 from openbot.errors import Forbidden, NotFound
 from openbot.models import Bot, ChannelMember, Grant, Membership, Organization, Person
 
@@ -90,20 +92,38 @@ def _channels_of(*, person_id: str, organization_id: str) -> QuerySet[ChannelMem
 _BOT_USER = ""
 
 
-def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[str], bool]:
-    """[H5, H6] The person's channels in the organization now, and whether they use the bot:
-    one query, so a read under the pool's lock reads them once [L1, Q4]."""
+def _rights_query(*, bot_id: str, person_id: str, organization_id: str) -> QuerySet[Any, str]:
+    """The person's channels in the organization, and a `_BOT_USER` row if they use the bot."""
     channels = _channels_of(person_id=person_id, organization_id=organization_id)
-    if bot.organization_id != organization_id:
-        return list(channels), False
-    grants = _grants_of(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
+    grants = _grants_of(bot_id=bot_id, person_id=person_id, organization_id=organization_id)
     user = (
-        Bot.objects.filter(id=bot.id, organization_id=organization_id)
+        Bot.objects.filter(id=bot_id, organization_id=organization_id)
         .filter(Exists(grants))
         .annotate(mark=Value(_BOT_USER))
         .values_list("mark", flat=True)
     )
-    found = list(channels.union(user, all=True))
+    return channels.union(user, all=True)
+
+
+def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[str], bool]:
+    """[H5, H6] The person's channels in the organization now, and whether they use the bot:
+    one query, so a read under the pool's lock reads them once [L1], compiled once per
+    process [Q4]."""
+    if bot.organization_id != organization_id:
+        channels = _channels_of(person_id=person_id, organization_id=organization_id)
+        return list(channels), False
+    query = compiled(
+        "rights_of",
+        lambda: _rights_query(
+            bot_id=stand_in("bot"), person_id=stand_in("person"), organization_id=stand_in("org")
+        ),
+    )
+    values = {
+        stand_in("bot"): bot.id,
+        stand_in("person"): person_id,
+        stand_in("org"): organization_id,
+    }
+    found = [row["channel_id"] for row in query.rows(values)]
     return [channel for channel in found if channel != _BOT_USER], _BOT_USER in found
 
 
