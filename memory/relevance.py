@@ -1,10 +1,10 @@
 """[R1] Relevance inside the access rule: BM25 over the hashed terms [R2], in one SQL query.
 
-The candidates are the entries whose `for:` tag admits the reader and that hold a query term —
-the reader's admitting tag rows meet the query's term rows, both read from their indexes — and
-the one access rule (`memory.access.visible_ids`) keeps those the reader may see for active
-use. The cost grows with the matching entries the reader is admitted to, not with the pool.
-Nothing is decrypted here.
+The candidates are the entries the one access rule (`memory.access.visible_entries`) lets the
+reader see for active use and that hold a query term, a subquery of the scoring statement:
+driven by the reader's admitting tag rows and the query's term rows, both read from their
+indexes. The cost grows with the matching entries the reader is admitted to, not with the
+pool. Nothing is decrypted here.
 
 Scoring is Lucene's BM25 (`BM25Similarity`, k1 = 1.2, b = 0.75):
 `idf · tf / (tf + k1 · (1 − b + b · dl / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`
@@ -14,11 +14,16 @@ df and avgdl over the matching entries they may see — so a score says nothing 
 hidden from the reader. Equal scores (rounded to 6 places) keep memory order [E6].
 """
 
-from django.db import connection
+from typing import Any
 
-from memory.access import Reader, visible_ids
+from django.db import connection
+from django.db.models import Exists, OuterRef, QuerySet
+
+from memory.access import Reader, visible_entries
+from memory.compiled import shape_of, tag_stand_ins
 from memory.models import Entry, EntryTag, EntryTerm
 from memory.terms import query_terms, term_hash
+from openbot.compiled import compiled
 
 K1 = 1.2
 B = 0.75
@@ -28,36 +33,46 @@ def ranked(
     *, pool_id: str, reader: Reader, terms: list[str], limit: int | None = None
 ) -> list[tuple[str, float, int]]:
     """(id, score, content length) of the active entries `reader` may see that hold one of
-    `terms`, most relevant first, at most `limit`; read it under the pool's lock [L1]."""
+    `terms`, most relevant first, at most `limit`; read it under the pool's lock [L1].
+
+    One statement: the entries the one access rule lets the reader see for active use [V6]
+    that hold a query term (`visible_entries`, compiled once per reader shape and number of
+    terms [Q4]), then their term rows scored.
+    """
     if not terms:
         return []
     hashes = [term_hash(term) for term in terms]
-    # [V4](c) The reader's admitting `for:` tag rows (the (bot, tag) index) meet the query's
-    # term rows (the (bot, term) index): neither side walks the pool's entries.
-    admitting = EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags)
-    candidates = set(
-        EntryTerm.objects.filter(
-            bot_id=pool_id, term__in=hashes, entry_id__in=admitting.values("entry_id")
-        ).values_list("entry_id", flat=True)
-    )
-    # The one access rule decides which of them the reader may see, for active use [V6].
-    seen = sorted(
-        visible_ids(pool_id=pool_id, reader=reader, ids=sorted(candidates), active_only=True)
-    )
-    if not seen:
-        return []
-    admitted = admitting.values("entry_id").distinct().count()
+    # The term hashes are filled in as the shape's tag values.
+    shape = shape_of(pool_id=pool_id, reader=reader, tags=hashes)
+
+    def build() -> QuerySet[Any, Any]:
+        holds_a_term = EntryTerm.objects.filter(
+            entry_id=OuterRef("pk"), term__in=tag_stand_ins(shape)
+        )
+        return (
+            visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
+            .filter(Exists(holds_a_term))
+            .order_by()
+            .values("id")
+        )
+
+    seen = compiled(("searchable", shape.key), build)
     terms_table = connection.ops.quote_name(EntryTerm._meta.db_table)
+    tags_table = connection.ops.quote_name(EntryTag._meta.db_table)
     entry_table = connection.ops.quote_name(Entry._meta.db_table)
     term_marks = ", ".join(["%s"] * len(hashes))
-    entry_marks = ", ".join(["%s"] * len(seen))
-    # K1 and B are literals and `1.0 *` keeps the arithmetic numeric (exact) on PostgreSQL,
-    # real on SQLite.
+    tag_marks = ", ".join(["%s"] * len(reader.for_tags))
+    # N: the entries whose `for:` tag admits the reader. K1 and B are literals and `1.0 *`
+    # keeps the arithmetic numeric (exact) on PostgreSQL, real on SQLite.
     sql = f"""
         WITH hits AS (
             SELECT t.entry_id, t.term, t.frequency, t.length
             FROM {terms_table} t
-            WHERE t.bot_id = %s AND t.term IN ({term_marks}) AND t.entry_id IN ({entry_marks})
+            WHERE t.bot_id = %s AND t.term IN ({term_marks}) AND t.entry_id IN ({seen.sql})
+        ),
+        admitted AS (
+            SELECT COUNT(DISTINCT a.entry_id) AS n FROM {tags_table} a
+            WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
         ),
         df AS (SELECT term, COUNT(*) AS n FROM hits GROUP BY term),
         docs AS (SELECT entry_id, MAX(length) AS length FROM hits GROUP BY entry_id),
@@ -65,18 +80,19 @@ def ranked(
         scored AS (
             SELECT h.entry_id,
                    ROUND(SUM(
-                       LN(1 + (%s - df.n + 0.5) / (df.n + 0.5))
+                       LN(1 + (a.n - df.n + 0.5) / (df.n + 0.5))
                        * (1.0 * h.frequency)
                        / (h.frequency + {K1} * (1 - {B} + {B} * h.length / s.avgdl))
                    ), 6) AS score
-            FROM hits h JOIN df ON df.term = h.term CROSS JOIN stats s
+            FROM hits h JOIN df ON df.term = h.term CROSS JOIN stats s CROSS JOIN admitted a
             GROUP BY h.entry_id
         )
         SELECT e.id, sc.score, e.content_length
         FROM scored sc JOIN {entry_table} e ON e.id = sc.entry_id
         ORDER BY sc.score DESC, e.rank, e.updated_at DESC, e.id
     """
-    params: list[str | int] = [pool_id, *hashes, *seen, admitted]
+    params: list[Any] = [pool_id, *hashes, *seen.params_for(shape.values), pool_id]
+    params += reader.for_tags
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)

@@ -7,6 +7,7 @@ not change is a 403 on writes [H3, H4, §8].
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import Exists, Q, QuerySet, Subquery, Value
 
 from openbot.compiled import compiled, stand_in
@@ -51,20 +52,36 @@ def bot_level(*, bot: Bot, person_id: str, organization_id: str) -> str | None:
     return _strongest(grants).first()
 
 
+# The bot's fields a route reads; the others load if asked for.
+_BOT_FIELDS = ("id", "organization_id", "name", "source_id", "model")
+
+
 def _bot_and_level(*, caller: Caller, bot_id: str) -> tuple[Bot, str]:
     """A bot of the caller's organization and the caller's grant level on it, else 404; one
-    query [Q4]."""
-    person_id, organization_id = caller.person.id, caller.organization.id
-    grants = _grants_of(bot_id=bot_id, person_id=person_id, organization_id=organization_id)
-    bot = (
-        Bot.objects.filter(id=bot_id, organization_id=organization_id)
-        .annotate(level=Subquery(_strongest(grants)[:1]))
-        .first()
-    )
-    level: str | None = None if bot is None else bot.level  # type: ignore[attr-defined]
-    if bot is None or level is None:
+    query, compiled once per process [Q4]."""
+
+    def build() -> QuerySet[Any]:
+        person_id, organization_id = stand_in("person"), stand_in("org")
+        grants = _grants_of(
+            bot_id=stand_in("bot"), person_id=person_id, organization_id=organization_id
+        )
+        return (
+            Bot.objects.filter(id=stand_in("bot"), organization_id=organization_id)
+            .annotate(level=Subquery(_strongest(grants)[:1]))
+            .values(*_BOT_FIELDS, "level")
+        )
+
+    values = {
+        stand_in("bot"): bot_id,
+        stand_in("person"): caller.person.id,
+        stand_in("org"): caller.organization.id,
+    }
+    rows = compiled("bot_and_level", build).rows(values)
+    if not rows or rows[0]["level"] is None:
         raise NotFound(f"bot {bot_id} not found")
-    return bot, level
+    row = rows[0]
+    bot = Bot.from_db(connection.alias, _BOT_FIELDS, [row[name] for name in _BOT_FIELDS])
+    return bot, row["level"]
 
 
 def bot_for_reader(*, caller: Caller, bot_id: str) -> Bot:

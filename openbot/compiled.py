@@ -35,11 +35,15 @@ class Compiled:
     params: tuple[Any, ...]
     names: tuple[str, ...]
 
+    def params_for(self, values: dict[str, str]) -> list[Any]:
+        """The query's parameters for `values` (stand-in to value), for running it or using
+        it as a subquery."""
+        return [_filled(param, values) for param in self.params]
+
     def rows(self, values: dict[str, str]) -> list[dict[str, Any]]:
         """The query's rows for `values` (stand-in to value), as dicts by column name."""
-        params = [_filled(param, values) for param in self.params]
         with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
+            cursor.execute(self.sql, self.params_for(values))
             return [dict(zip(self.names, row, strict=True)) for row in cursor.fetchall()]
 
 
