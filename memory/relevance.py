@@ -17,10 +17,11 @@ hidden from the reader. Equal scores (rounded to 6 places) keep memory order [E6
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 
 from memory.access import Reader, visible_entries
-from memory.compiled import shape_of, tag_stand_ins
+from memory.compiled import shape_of
 from memory.models import Entry, EntryTag, EntryTerm
 from memory.terms import query_terms, term_hash
 from openbot.compiled import compiled
@@ -35,23 +36,23 @@ def ranked(
     """(id, score, content length) of the active entries `reader` may see that hold one of
     `terms`, most relevant first, at most `limit`; read it under the pool's lock [L1].
 
-    One statement: the entries the one access rule lets the reader see for active use [V6]
-    that hold a query term (`visible_entries`, compiled once per reader shape and number of
-    terms [Q4]), then their term rows scored.
+    One statement: the entries admitted by a `for:` tag that hold a query term (a
+    materialized CTE, so that PostgreSQL starts from them), those of them the one access rule
+    lets the reader see for active use [V6] (`visible_entries`, compiled once per reader shape
+    [Q4]), then their term rows scored.
     """
-    if not terms:
+    if not terms or not reader.for_tags:
         return []
     hashes = [term_hash(term) for term in terms]
-    # The term hashes are filled in as the shape's tag values.
-    shape = shape_of(pool_id=pool_id, reader=reader, tags=hashes)
+    shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
-        holds_a_term = EntryTerm.objects.filter(
-            entry_id=OuterRef("pk"), term__in=tag_stand_ins(shape)
-        )
+        # `candidates` is the statement's own CTE below: the entries admitted by a `for:`
+        # tag that hold a term, few, so the access rule checks only them.
+        candidates = RawSQL("SELECT c.entry_id FROM candidates c", ())  # noqa: S611
         return (
             visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
-            .filter(Exists(holds_a_term))
+            .filter(id__in=candidates)
             .order_by()
             .values("id")
         )
@@ -65,12 +66,18 @@ def ranked(
     # N: the entries whose `for:` tag admits the reader. K1 and B are literals and `1.0 *`
     # keeps the arithmetic numeric (exact) on PostgreSQL, real on SQLite.
     sql = f"""
-        WITH hits AS (
+        WITH candidates AS MATERIALIZED (
+            SELECT DISTINCT t.entry_id FROM {terms_table} t
+            WHERE t.bot_id = %s AND t.term IN ({term_marks}) AND t.entry_id IN (
+                SELECT a.entry_id FROM {tags_table} a WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
+            )
+        ),
+        hits AS (
             SELECT t.entry_id, t.term, t.frequency, t.length
             FROM {terms_table} t
             WHERE t.bot_id = %s AND t.term IN ({term_marks}) AND t.entry_id IN ({seen.sql})
         ),
-        admitted AS (
+        admitted AS MATERIALIZED (
             SELECT COUNT(DISTINCT a.entry_id) AS n FROM {tags_table} a
             WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
         ),
@@ -91,8 +98,8 @@ def ranked(
         FROM scored sc JOIN {entry_table} e ON e.id = sc.entry_id
         ORDER BY sc.score DESC, e.rank, e.updated_at DESC, e.id
     """
-    params: list[Any] = [pool_id, *hashes, *seen.params_for(shape.values), pool_id]
-    params += reader.for_tags
+    params: list[Any] = [pool_id, *hashes, pool_id, *reader.for_tags]
+    params += [pool_id, *hashes, *seen.params_for(shape.values), pool_id, *reader.for_tags]
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
