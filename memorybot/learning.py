@@ -225,6 +225,10 @@ def _advance(run: LearningRun, lease: datetime) -> None:
 
 def _cause(outcome: CallOutcome) -> str:
     """[A12] The code of why a learning step's model call gave no answer."""
+    if outcome.ok:
+        # [P4] It answered, but an entry it was shown was purged meanwhile: the answer may
+        # carry what was purged and is not used.
+        return LearningRun.Error.PURGED
     if outcome.status == ModelCall.Status.ERROR:
         if outcome.error_kind in (LearningRun.Error.BAD_MODEL, LearningRun.Error.BAD_OUTPUT):
             return outcome.error_kind

@@ -180,6 +180,7 @@ class LearningRun(models.Model):
         NO_SLOT = "no_slot"  # no task slot freed up in time [B5]
         MODEL_ERROR = "model_error"  # the model server failed (HTTP error, no connection)
         BAD_OUTPUT = "bad_output"  # the model answered with something unusable
+        PURGED = "purged"  # an entry the step was shown was purged while it ran [P4]
         GAVE_UP = "gave_up"  # workers kept dying or failing on it [W2]
 
     error = models.CharField(max_length=20, choices=Error.choices, blank=True, default="")

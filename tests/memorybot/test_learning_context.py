@@ -20,6 +20,7 @@ from memory import services as memory
 from memory.models import Entry, EntryTag
 from memorybot.learning import learning_run_process, runs_due
 from memorybot.models import Confession, LearningRun, ModelCall
+from memorybot.purge import memory_purge
 from openbot import ids, services
 from tests.conftest import Actor, World
 from tests.factories import ChatFactory, ItemFactory
@@ -478,3 +479,41 @@ def test_apply_checks_the_newest_state_of_every_source(
     assert "alice likes tea" in learning_prompt(learning_requests(fake_openai)[0])
     assert [entry.content for entry in learned(chat)] == ["alice drinks green tea"]
     assert not Entry.objects.filter(layer=Entry.Layer.OBSERVATION).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_whose_shown_entry_is_purged_while_the_model_thinks_ends_purged(
+    world: World, fake_openai: FakeOpenAI
+) -> None:
+    """[P4, A12] The answer may carry what the purge removed, so nothing of it applies, and
+    the run says why: `purged`, not a model error."""
+    memory_bot_on(world)
+    tea_chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    tea = fact([ItemFactory.create(chat=tea_chat, person=world.alice.person)], content="tea")
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    turn = confided_turn(chat, world.alice, "Green tea, always.")
+    asked = len(fake_openai.requests)
+    learning_answer(
+        fake_openai,
+        [
+            observation_change("alice drinks tea daily", tea.id),
+            fact_change("alice drinks green tea", person_item(turn)),
+        ],
+        delay=1.0,
+    )
+
+    def work() -> None:
+        try:
+            learning_run_process(run_id=run_of(turn).id)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    assert fake_openai.wait_for_requests(asked + 1)
+    memory_purge(pool_id=world.bot.id, tag=f"chat:{tea_chat.id}")  # while the model answers
+    worker.join(timeout=30)
+
+    run = run_of(turn)
+    assert (run.status, run.error) == (LearningRun.Status.FAILED, LearningRun.Error.PURGED)
+    assert learned(chat) == [] and not Entry.objects.filter(id=tea.id).exists()
