@@ -37,12 +37,12 @@ from django.db.models import F
 from bench import pool as bench_pool
 from memory import lock
 from memory.access import Reader, audience_allowed, visible_ids
-from memory.models import Change, Entry, EntryTag, Pool
+from memory.learned import observation_create_in
+from memory.models import Change, Entry, Pool
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
     entries_import,
-    entry_create_in,
     entry_forget,
     entry_remember,
     entry_set_status_in,
@@ -248,15 +248,11 @@ def learning_apply(bot: Bot, reader: Reader, source_id: str, audience: str) -> N
         reader = reader.as_of_now()
         assert visible_ids(pool_id=bot.id, reader=reader, ids=[source_id], active_only=True)
         assert audience_allowed(source_ids=[source_id], audience=audience)
-        # The source's tags as learning reads them: tag rows only (the entry row would be
-        # decrypted as well).
-        tags = EntryTag.objects.filter(entry_id=source_id).exclude(kind="for")
-        entry_create_in(
+        observation_create_in(
             change,
-            layer=Entry.Layer.OBSERVATION,
+            source_ids=[source_id],
+            audience=[audience],
             content="a new conclusion over the deepest entry of the chain",
-            tags=[*tags.values_list("tag", flat=True), audience],
-            source_entries=[source_id],
             confidence=0.6,
         )
 
