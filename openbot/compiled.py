@@ -65,6 +65,9 @@ def compiled(key: Hashable, build: Callable[[], QuerySet[Any]]) -> Compiled:
     if found is None:
         query = build().query
         sql, params = query.sql_with_params()
-        names = (*query.extra_select, *query.values_select, *query.annotation_select)
+        # The columns' names in their order, as Django's `ValuesIterable` reads them.
+        names = tuple(
+            query.selected or (*query.extra_select, *query.values_select, *query.annotation_select)
+        )
         found = _cache[key] = Compiled(sql, tuple(params), names)
     return found

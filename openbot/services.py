@@ -5,6 +5,8 @@ import secrets
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from openbot.errors import ApplicationError, NotFound, invalid
@@ -97,12 +99,18 @@ def token_revoke(*, token_id: int) -> None:
         raise NotFound(f"token: no token with id {token_id}", fields={"token": ["not found"]})
 
 
-def token_mark_used(token: Token) -> None:
-    """[H7] Note that `token` was used now; written at most once a minute per token."""
-    now = timezone.now()
-    if token.last_used_at is not None and now - token.last_used_at < timedelta(minutes=1):
-        return
-    Token.objects.filter(pk=token.pk).update(last_used_at=now)
+# [H7] A token's last use is written at most this often.
+TOKEN_USE_NOTED_EVERY = timedelta(minutes=1)
+
+
+def token_use_stale() -> Q:
+    """[H7] Tokens whose use is to be noted now: never noted, or not for a while."""
+    return Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - TOKEN_USE_NOTED_EVERY)
+
+
+def token_mark_used(*, token_id: int) -> None:
+    """[H7] Note that the token was used now (for tokens `token_use_stale` selects)."""
+    Token.objects.filter(pk=token_id).update(last_used_at=timezone.now())
 
 
 @transaction.atomic
