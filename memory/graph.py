@@ -12,7 +12,7 @@ Structural changes (new entries, imports, purges) recompute the closure of the e
 touch and of those depending on them with one recursive query, then count again.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db import connection
@@ -181,6 +181,12 @@ def refresh_new(*, pool_id: str, entry_id: str) -> None:
         )
 
 
+def id_batches(ids: list[str]) -> Iterator[list[str]]:
+    """`ids` in lists of at most `DELETE_BATCH`, each for one statement."""
+    for start in range(0, len(ids), DELETE_BATCH):
+        yield ids[start : start + DELETE_BATCH]
+
+
 def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     """[A4, L2] Delete the pool's `entry_ids` and the rows that hang on them, one statement per
     table and batch of ids: no row is loaded into Python (Django's delete collector loads the
@@ -193,8 +199,7 @@ def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     Their closure rows stay, for `closure_discard` after the commit: nothing reads the closure
     of an entry that does not exist, and a purged 1,000-deep chain has half a million rows.
     """
-    for start in range(0, len(entry_ids), DELETE_BATCH):
-        batch = entry_ids[start : start + DELETE_BATCH]
+    for batch in id_batches(entry_ids):
         # Models nothing refers to: `delete()` is one DELETE … WHERE entry_id IN (…).
         for model in (EntrySource, Evidence, Exclusion, EntryTerm, EntryTag):
             model.objects.filter(entry_id__in=batch).delete()

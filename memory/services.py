@@ -307,8 +307,7 @@ def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
     )
     remaining_dependents = graph.dependents(entry_ids) - entry_ids
     ordered = sorted(entry_ids)
-    for start in range(0, len(ordered), graph.DELETE_BATCH):
-        batch = ordered[start : start + graph.DELETE_BATCH]
+    for batch in graph.id_batches(ordered):
         Change.objects.filter(bot_id=pool_id, entry_rows__entry_id__in=batch).update(payload="")
         # Entry ids are unique across pools: the log's index rows are found by id alone.
         ChangeEntry.objects.filter(entry_id__in=batch).delete()

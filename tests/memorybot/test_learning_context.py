@@ -6,6 +6,7 @@ import io
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -15,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from chats.models import Chat
+from chats.models import Chat, Turn
 from memory import services as memory
 from memory.models import Entry, EntryTag
 from memorybot.learning import learning_run_process, runs_due
@@ -435,21 +436,11 @@ def recover() -> int:
     return enqueued
 
 
-@pytest.mark.django_db(transaction=True)
-def test_apply_checks_the_newest_state_of_every_source(
-    world: World, fake_openai: FakeOpenAI
-) -> None:
-    """[W6] A source invalidated while the model thinks is refused at apply; the rest apply."""
-    memory_bot_on(world)
-    tea = fact(
-        [
-            ItemFactory.create(
-                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
-            )
-        ],
-        content="alice likes tea",
-    )
-    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+def tea_learned_while(
+    world: World, fake_openai: FakeOpenAI, chat: Chat, tea: Entry, meanwhile: Callable[[], object]
+) -> Turn:
+    """A confided turn in `chat` whose learning step proposes an observation over `tea` and a
+    fact of the turn; `meanwhile` runs while the model is answering. The run has ended."""
     turn = confided_turn(chat, world.alice, "Green tea, always.")
     asked = len(fake_openai.requests)
     learning_answer(
@@ -470,8 +461,29 @@ def test_apply_checks_the_newest_state_of_every_source(
     worker = threading.Thread(target=work)
     worker.start()
     assert fake_openai.wait_for_requests(asked + 1)
-    set_status(tea, Entry.Status.INVALIDATED)  # while the model is answering
+    meanwhile()
     worker.join(timeout=30)
+    return turn
+
+
+@pytest.mark.django_db(transaction=True)
+def test_apply_checks_the_newest_state_of_every_source(
+    world: World, fake_openai: FakeOpenAI
+) -> None:
+    """[W6] A source invalidated while the model thinks is refused at apply; the rest apply."""
+    memory_bot_on(world)
+    tea = fact(
+        [
+            ItemFactory.create(
+                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
+            )
+        ],
+        content="alice likes tea",
+    )
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    turn = tea_learned_while(
+        world, fake_openai, chat, tea, lambda: set_status(tea, Entry.Status.INVALIDATED)
+    )
 
     run = run_of(turn)
     assert run.status == LearningRun.Status.DONE
@@ -491,28 +503,13 @@ def test_a_step_whose_shown_entry_is_purged_while_the_model_thinks_ends_purged(
     tea_chat = ChatFactory.create(owner=world.alice, bot=world.bot)
     tea = fact([ItemFactory.create(chat=tea_chat, person=world.alice.person)], content="tea")
     chat = ChatFactory.create(owner=world.alice, bot=world.bot)
-    turn = confided_turn(chat, world.alice, "Green tea, always.")
-    asked = len(fake_openai.requests)
-    learning_answer(
+    turn = tea_learned_while(
+        world,
         fake_openai,
-        [
-            observation_change("alice drinks tea daily", tea.id),
-            fact_change("alice drinks green tea", person_item(turn)),
-        ],
-        delay=1.0,
+        chat,
+        tea,
+        lambda: memory_purge(pool_id=world.bot.id, tag=f"chat:{tea_chat.id}"),
     )
-
-    def work() -> None:
-        try:
-            learning_run_process(run_id=run_of(turn).id)
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work)
-    worker.start()
-    assert fake_openai.wait_for_requests(asked + 1)
-    memory_purge(pool_id=world.bot.id, tag=f"chat:{tea_chat.id}")  # while the model answers
-    worker.join(timeout=30)
 
     run = run_of(turn)
     assert (run.status, run.error) == (LearningRun.Status.FAILED, LearningRun.Error.PURGED)

@@ -1,6 +1,8 @@
 """[Q4] A query compiled once per process answers as the ORM's `values()` does."""
 
-from django.db.models import CharField, Value
+from typing import Any
+
+from django.db.models import CharField, QuerySet, Value
 
 from openbot.compiled import compiled, stand_in
 from openbot.models import Organization
@@ -11,7 +13,7 @@ def test_columns_are_named_in_the_order_they_are_selected(world: World) -> None:
     """An annotation between two fields is named where it stands (Django 5.2's
     `query.selected`), not after the fields."""
 
-    def build():  # type: ignore[no-untyped-def]
+    def build() -> QuerySet[Any, Any]:
         return (
             Organization.objects.filter(id=stand_in("org"))
             .annotate(mark=Value("m", output_field=CharField()))
@@ -24,7 +26,7 @@ def test_columns_are_named_in_the_order_they_are_selected(world: World) -> None:
 
 
 def test_stand_ins_are_filled_per_call(world: World) -> None:
-    def build():  # type: ignore[no-untyped-def]
+    def build() -> QuerySet[Any, Any]:
         return Organization.objects.filter(id=stand_in("org")).values("id")
 
     query = compiled("test: stand-ins", build)
