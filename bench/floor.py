@@ -6,7 +6,8 @@ sees about 1,000 — it times:
 
 - the floor: one raw SQL statement of exactly the rows the response holds, the decryption of
   their content and the JSON encoding of the body (for Remember: one statement writing the
-  entry, its tags, evidence, closure row, the version and the change record);
+  entry, its tags, evidence, closure row, the version and the change record), prepared on
+  PostgreSQL as the real paths' compiled queries are (`openbot.compiled.cursor`);
 - the selector (or service) in-process, with the same JSON encoding;
 - the route over HTTP against gunicorn with production settings (DEBUG off), with a new
   connection per request and with one kept-alive connection.
@@ -41,7 +42,7 @@ from memory.access import Reader
 from memory.models import Change, Closure, Entry, EntryTag, Evidence, Pool
 from memory.selectors import context, entries_for_reader, has_entries
 from memory.services import entry_remember
-from openbot import ids, services
+from openbot import compiled, ids, services
 from openbot.fields import keyring
 from openbot.models import Bot, Organization, Person
 
@@ -93,7 +94,7 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], str]:
     decrypt = keyring().decrypt
 
     def call() -> str:
-        with connection.cursor() as cursor:
+        with compiled.cursor() as cursor:
             cursor.execute(sql, [entry_ids])
             rows = cursor.fetchall()
         bodies = []
@@ -127,7 +128,7 @@ def floor_context(entry_ids: list[str]) -> Callable[[], str]:
     decrypt = keyring().decrypt
 
     def call() -> str:
-        with connection.cursor() as cursor:
+        with compiled.cursor() as cursor:
             cursor.execute(sql, [entry_ids])
             contents = {row[0]: decrypt(row[1].encode()).decode() for row in cursor.fetchall()}
         return "".join(f"- {contents[entry_id]}\n" for entry_id in entry_ids)
@@ -140,7 +141,7 @@ def floor_has_entries(entry_id: str) -> Callable[[], bool]:
     sql = f"SELECT EXISTS (SELECT 1 FROM {_table(Entry)} WHERE id = %s)"
 
     def call() -> bool:
-        with connection.cursor() as cursor:
+        with compiled.cursor() as cursor:
             cursor.execute(sql, [entry_id])
             return bool(cursor.fetchone()[0])
 
@@ -183,7 +184,7 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
     def call() -> str:
         entry_id, at = ids.new_id("mem"), int(time.time() * 1000)
         operations = json.dumps([{"id": entry_id, "op": "add", "content": REMEMBERED}])
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), compiled.cursor() as cursor:
             cursor.execute(
                 sql,
                 {

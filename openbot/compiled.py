@@ -11,7 +11,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.db import connection
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import QuerySet
 
 _MARK = "\x1e"
@@ -42,9 +44,33 @@ class Compiled:
 
     def rows(self, values: dict[str, str]) -> list[dict[str, Any]]:
         """The query's rows for `values` (stand-in to value), as dicts by column name."""
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, self.params_for(values))
-            return [dict(zip(self.names, row, strict=True)) for row in cursor.fetchall()]
+        with cursor() as rows_cursor:
+            rows_cursor.execute(self.sql, self.params_for(values))
+            return [dict(zip(self.names, row, strict=True)) for row in rows_cursor.fetchall()]
+
+
+def cursor() -> Any:
+    """A cursor for queries run many times with different values: on PostgreSQL it binds
+    the parameters on the server, so that psycopg prepares a query the second time a
+    connection runs it (`prepare_threshold`, settings.base) and PostgreSQL stops planning it
+    on every call [Q4]. Django's own cursors bind on the client and are never prepared."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    server_bound: Any = psycopg.Cursor(connection.connection)
+    if connection.queries_logged:
+        return _LoggedWithValues(server_bound, connection)
+    return connection.make_cursor(server_bound)
+
+
+class _LoggedWithValues(CursorDebugWrapper):
+    """Logs (DEBUG, tests) a server-bound query with its values, as Django's own are logged:
+    psycopg keeps no text of a prepared statement's run for Django to log."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        with self.debug_sql(psycopg.ClientCursor(self.cursor.connection).mogrify(sql, params)):
+            return CursorWrapper.execute(self, sql, params)
 
 
 def _filled(param: Any, values: dict[str, str]) -> Any:

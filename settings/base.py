@@ -63,6 +63,12 @@ DATABASES = {
         conn_max_age=0,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # [Q4] psycopg prepares a query the second time a connection runs it. Only the
+    # server-binding cursors of openbot.compiled are ever prepared (Django's own bind on the
+    # client); 0 turns it off, as a connection pooler in transaction mode needs.
+    threshold = env_int("DATABASE_PREPARE_THRESHOLD", 1, minimum=0)
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = threshold or None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # [G1] Requests and the in-process worker write at once. Every transaction takes the
     # write lock when it begins (IMMEDIATE): one that reads first and writes later would get
