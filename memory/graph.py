@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import Count, Exists, OuterRef
 
 from memory.models import Closure, Entry, EntrySource, EntryTag, EntryTerm, Evidence, Exclusion
+from openbot import compiled
 
 _ENTRY = Entry._meta.db_table
 _SOURCE = EntrySource._meta.db_table
@@ -171,11 +172,13 @@ def refresh_new(*, pool_id: str, entry_id: str) -> None:
     closure is itself, and nothing depends on it (its id was just made), so it blocks itself
     exactly when it is not intact."""
     Closure.objects.create(entry_id=entry_id, ancestor_id=entry_id)
-    intact = _intact_sql()
-    with connection.cursor() as cursor:
+    # The intact check once (PostgreSQL took 3 ms to plan it written out three times), in a
+    # statement prepared once per connection.
+    with compiled.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_ENTRY} SET intact = {intact},"
-            f" blockers = CASE WHEN {intact} THEN 0 ELSE 1 END, sound = {intact}"
+            f"UPDATE {_ENTRY} SET (intact, blockers, sound) ="
+            " (SELECT ok, CASE WHEN ok THEN 0 ELSE 1 END, ok"
+            f" FROM (SELECT {_intact_sql()} AS ok) AS checked)"
             " WHERE bot_id = %s AND id = %s",
             [pool_id, entry_id],
         )
