@@ -39,26 +39,29 @@ def test_stand_ins_are_filled_per_call(world: World) -> None:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
 def test_a_compiled_query_is_prepared_the_second_time_a_connection_runs_it(world: World) -> None:
-    """PostgreSQL plans a compiled query once per connection, not on every call; the query is
-    still counted and logged with its values, as Django's own are."""
+    """PostgreSQL plans a compiled query once per connection, not on every call (a generic
+    plan); the query is still counted and logged with its values, as Django's own are."""
 
     def build() -> QuerySet[Any, Any]:
         return Organization.objects.filter(id=stand_in("org")).values("id", "name")
 
     query = compiled("test: prepared", build)
 
-    def prepared() -> int:
+    def prepared() -> list[tuple[int, int]]:
+        """The generic and the custom plans PostgreSQL ran the prepared query with."""
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_prepared_statements WHERE statement = %s",
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement = %s",
                 [query.sql.replace("%s", "$1")],
             )
-            return int(cursor.fetchone()[0])
+            return list(cursor.fetchall())
 
     values, row = {stand_in("org"): world.org.id}, {"id": world.org.id, "name": world.org.name}
     with CaptureQueriesContext(connection) as captured:
         assert query.rows(values) == [row]
-    assert (len(captured), prepared()) == (1, 0)
+    assert (len(captured), prepared()) == (1, [])
     assert f"'{world.org.id}'" in captured[0]["sql"]
     assert query.rows(values) == query.rows(values) == [row]
-    assert prepared() == 1
+    # Planned once, for any values: never planned again for the values of a call.
+    assert prepared() == [(2, 0)]
