@@ -67,8 +67,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # [Q4] psycopg prepares a query the second time a connection runs it. Only the
     # server-binding cursors of openbot.compiled are ever prepared (Django's own bind on the
     # client); 0 turns it off, as a connection pooler in transaction mode needs. A prepared
-    # query is never planned again: left to choose, PostgreSQL went back to planning a
-    # listing on every call after a few readers of a small pool (1.6 -> 2.7 ms).
+    # query keeps one generic plan for its connection: left to choose, PostgreSQL went back to
+    # planning a listing on every call after a few readers of a small pool (1.6 -> 2.7 ms).
     threshold = env_int("DATABASE_PREPARE_THRESHOLD", 1, minimum=0)
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options["prepare_threshold"] = threshold or None
