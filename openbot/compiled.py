@@ -56,9 +56,12 @@ def cursor() -> Any:
     on every call [Q4]. Django's own cursors bind on the client and are never prepared."""
     if connection.vendor != "postgresql":
         return connection.cursor()
+    # As Django's own `connection.cursor()`: a kept connection that died is replaced first.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    server_bound: Any = psycopg.Cursor(connection.connection)
+    with connection.wrap_database_errors:
+        server_bound: Any = psycopg.Cursor(connection.connection)
     if connection.queries_logged:
         return _LoggedWithValues(server_bound, connection)
     return connection.make_cursor(server_bound)

@@ -72,7 +72,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     threshold = env_int("DATABASE_PREPARE_THRESHOLD", 1, minimum=0)
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options["prepare_threshold"] = threshold or None
-    options["options"] = f"{options.get('options', '')} -c plan_cache_mode=force_generic_plan"
+    if threshold:
+        options["options"] = f"{options.get('options', '')} -c plan_cache_mode=force_generic_plan"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # [G1] Requests and the in-process worker write at once. Every transaction takes the
     # write lock when it begins (IMMEDIATE): one that reads first and writes later would get

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from django.db.models import CharField, QuerySet, Value
@@ -65,3 +66,32 @@ def test_a_compiled_query_is_prepared_the_second_time_a_connection_runs_it(world
     assert query.rows(values) == query.rows(values) == [row]
     # Planned once, for any values: never planned again for the values of a call.
     assert prepared() == [(2, 0)]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's health check")
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_query_replaces_a_kept_connection_that_died() -> None:
+    """With health checks on (production), a compiled query that is the first of a request on
+    a kept connection the server closed opens a new one, as Django's own queries do."""
+
+    def build() -> QuerySet[Any, Any]:
+        return Organization.objects.filter(id=stand_in("org")).values("id")
+
+    query = compiled("test: health check", build)
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    settings = connection.settings_dict
+    with psycopg.connect(
+        dbname=settings["NAME"], host=settings["HOST"], port=settings["PORT"] or None,
+        user=settings["USER"], autocommit=True,
+    ) as other:  # fmt: skip
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    # What a request's start does on a kept connection with CONN_HEALTH_CHECKS.
+    wrapper: Any = connection
+    wrapper.health_check_enabled, wrapper.health_check_done = True, False
+    try:
+        assert query.rows({stand_in("org"): "o_unknown"}) == []
+    finally:
+        wrapper.health_check_enabled = False
