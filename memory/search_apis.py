@@ -31,7 +31,9 @@ class MemorySearchViewSet(ScopedViewSet):
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_QUERY_CHARACTERS,
-                    "pattern": r"\S",
+                    # Not blank, and no NUL (refused by openbot.middleware, like every
+                    # parameter's).
+                    "pattern": r"^[^\x00]*[^\s\x00][^\x00]*$",
                 },
                 required=True,
                 description="What to look for: at most 1,000 characters and 64 words",

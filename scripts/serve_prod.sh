@@ -72,9 +72,12 @@ trap 'stop; exit 143' TERM
 
 # gthread workers keep client connections alive; the timeout exceeds a turn's deadline
 # (OPENBOT_TURN_DEADLINE_SECONDS, 60 s). No --preload: each worker builds its own app [G2].
+# A search's `q` may hold 1,000 characters, 12 KB percent-encoded: longer than gunicorn's
+# longest request line (8,190 bytes), so the line is not limited (0: up to 1 MB) and the app
+# answers a 400 naming the field instead of gunicorn a bare 414.
 "$PY" -m gunicorn openbot.wsgi:application \
   --workers "$WEB" --threads "$WEB_THREADS" --timeout 90 --graceful-timeout 30 \
-  --keep-alive 5 --bind "$HOST:$PORT" --no-control-socket &
+  --keep-alive 5 --limit-request-line 0 --bind "$HOST:$PORT" --no-control-socket &
 children+=($!)
 # Explicit processes and threads: the defaults are one process per CPU and 8 threads.
 "$PY" manage.py rundramatiq --processes "$WORKERS" --threads "$WORKER_THREADS" \
