@@ -41,7 +41,7 @@ from openbot.access import Caller
 from openbot.errors import NotFound, invalid
 from openbot.models import Bot
 from openbot.permissions import CanReadBot, CanWriteBot
-from openbot.schema import NO_NUL, errors
+from openbot.schema import NO_NUL, NOT_BLANK, errors
 from openbot.serializers import StrictCharField, StrictSerializer
 from openbot.viewsets import ScopedViewSet
 
@@ -71,9 +71,7 @@ class RememberCommand(StrictSerializer):
     _tag = serializers.ChoiceField(["Remember"], label="_tag")
     # Stripped of surrounding whitespace; the pattern says what is left is not blank (and,
     # like every string, holds no NUL).
-    content = StrictCharField(
-        max_length=MAX_CONTENT, validators=[RegexValidator(r"^[^\x00]*[^\s\x00][^\x00]*$")]
-    )
+    content = StrictCharField(max_length=MAX_CONTENT, validators=[RegexValidator(NOT_BLANK)])
     tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
 
 

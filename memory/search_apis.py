@@ -11,7 +11,7 @@ from memory.apis import query_integer, reader_of
 from memory.search import MAX_QUERY_CHARACTERS, MAX_RESULTS, search
 from memory.serializers import MemorySearchOutput
 from openbot.permissions import CanReadBot
-from openbot.schema import errors
+from openbot.schema import NOT_BLANK, errors
 from openbot.viewsets import ScopedViewSet
 
 DEFAULT_RESULTS = 10
@@ -31,9 +31,8 @@ class MemorySearchViewSet(ScopedViewSet):
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_QUERY_CHARACTERS,
-                    # Not blank, and no NUL (refused by openbot.middleware, like every
-                    # parameter's).
-                    "pattern": r"^[^\x00]*[^\s\x00][^\x00]*$",
+                    # No NUL: openbot.middleware refuses it in every parameter.
+                    "pattern": NOT_BLANK,
                 },
                 required=True,
                 description="What to look for: at most 1,000 characters and 64 words",

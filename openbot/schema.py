@@ -12,6 +12,8 @@ from openbot.serializers import StrictSerializer
 
 # A string without NUL characters, as a pattern of the schema (ECMA and Python regex alike).
 NO_NUL = r"^[^\x00]*$"
+# Not blank, and no NUL: some character that is neither space nor NUL.
+NOT_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
 
 
 class AutoSchema(SpectacularAutoSchema):
