@@ -26,7 +26,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from memory.compiled import shape_of
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
-from openbot.access import rights_of
+from openbot.access import rights_guess, rights_of
 from openbot.compiled import compiled
 from openbot.models import Bot, ChannelMember
 
@@ -57,7 +57,8 @@ class Reader:
         the exclusive lock, so rights read after the lock is taken are never older than any
         content the read shows: a person who left a channel before new content was added never
         sees that content together with what the channel gave them. Rights read before the lock
-        (when the reader was built) could be.
+        (when the reader was built) could be, unless the read checks them in its own snapshot
+        (a full listing, `as_guessed`).
         """
         if self.person_id is None or self.bot is None:
             return self
@@ -65,6 +66,16 @@ class Reader:
             bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
         )
         return replace(self, channel_ids=frozenset(channel_ids), bot_user=bot_user)
+
+    def as_guessed(self) -> "Reader":
+        """[Q4] This reader with the rights last read for them in this process (`as_of_now` the
+        first time): a guess, only for a read that checks it in its own snapshot [L1]."""
+        if self.person_id is None or self.bot is None:
+            return self
+        channel_ids, bot_user = rights_guess(
+            bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
+        )
+        return replace(self, channel_ids=channel_ids, bot_user=bot_user)
 
     @classmethod
     def circle(cls, *, channel_id: str, organization_id: str) -> "Reader":

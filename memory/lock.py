@@ -2,15 +2,19 @@
 
 On PostgreSQL: transaction-scoped advisory locks, shared for reads and exclusive for changes,
 so a read never mixes old rights with new contents. They are released at commit, so they are
-only taken inside `transaction.atomic()`. SQLite serializes writers by itself and gives each
-read transaction one snapshot, which is the same guarantee. Model calls never run under it.
+taken inside `transaction.atomic()`, or by a read of one statement for that statement
+(`shared_in_statement`). SQLite serializes writers by itself and gives each read transaction
+one snapshot, which is the same guarantee. Model calls never run under it.
 """
 
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import BooleanField, Value
+from django.db.models.expressions import RawSQL
 
 # The first key of the two-key advisory lock: "memory pool" locks of this service.
 _NAMESPACE = 0x0B0A
@@ -27,6 +31,30 @@ def _take(pool_id: str, *, exclusive: bool) -> None:
     function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {function}(%s, %s)", [_NAMESPACE, _key(pool_id)])
+
+
+def pool_key(pool_id: str) -> str:
+    """The pool's key as `shared_in_statement` takes it."""
+    return str(_key(pool_id))
+
+
+def shared_in_statement(key: str) -> Any:
+    """[L1] A column that takes the pool's lock shared unless a change holds it, and tells
+    whether it did; `key` is `pool_key` or a compiled query's stand-in for it.
+
+    For a read of one statement, which sees contents and rights in one snapshot
+    (`openbot.access.rights_seen`): if it could not take the lock, a change is under way and
+    the read is done again under `pool_read`, which waits for it. The lock is held to the end
+    of the statement's transaction. SQLite has no lock to take: true.
+    """
+    if connection.vendor != "postgresql":
+        return Value(True)
+    # Only the namespace, a constant, is put into the SQL.
+    return RawSQL(  # noqa: S611
+        f"SELECT pg_try_advisory_xact_lock_shared({_NAMESPACE}, CAST(%s AS integer))",
+        (key,),
+        output_field=BooleanField(),
+    )
 
 
 @contextmanager

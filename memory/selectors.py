@@ -6,7 +6,7 @@ a pool or check access one entry at a time themselves.
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import connection
@@ -22,10 +22,11 @@ from memory.access import (
     visible_in_order,
 )
 from memory.compiled import shape_of, tag_stand_ins
-from memory.lock import pool_read
+from memory.lock import pool_key, pool_read, shared_in_statement
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
 from memory.relevance import relevant_in_order
-from openbot.compiled import compiled
+from openbot.access import rights_in, rights_seen
+from openbot.compiled import compiled, stand_in
 from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 
@@ -132,10 +133,22 @@ def entry_page_for_reader(
 ) -> tuple[list[dict[str, Any]], int, Position | None]:
     """[A1, A10] The reader's entries after `after` in memory order, at most `limit` of them
     (all without a limit), the version, and the position to read on from (None at the end)."""
+    if after is None and limit is None:
+        # [L1, Q4] One statement with the rights last seen, checked in its snapshot; again
+        # with the rights it saw if they were others; under the lock if neither stands.
+        guessed = reader.as_guessed()
+        listing = _all_for_reader(pool_id=pool_id, reader=guessed, tags=tags)
+        if listing.rights is not None:
+            channel_ids, bot_user = listing.rights
+            guessed = replace(guessed, channel_ids=channel_ids, bot_user=bot_user)
+            listing = _all_for_reader(pool_id=pool_id, reader=guessed, tags=tags)
+        if listing.settled:
+            return listing.entries, listing.version, None
     with pool_read(pool_id):
         reader = reader.as_of_now()
         if after is None and limit is None:
-            return (*_all_for_reader(pool_id=pool_id, reader=reader, tags=tags), None)
+            listing = _all_for_reader(pool_id=pool_id, reader=reader, tags=tags, locked=True)
+            return listing.entries, listing.version, None
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
@@ -168,25 +181,84 @@ def entry_page_for_reader(
         return bodies, pool_version(pool_id), page[-1] if len(places) > limit else None
 
 
+@dataclass(frozen=True)
+class _Listing:
+    entries: list[dict[str, Any]]
+    version: int
+    # Whether the answer stands [L1]: it was read under the pool's lock, or its one statement
+    # took the lock shared (no change held it) and saw the reader's rights as they are held.
+    settled: bool
+    # The rights the statement saw, if they were not the reader's.
+    rights: tuple[frozenset[str], bool] | None = None
+
+
+# The columns a listing's statement reads to tell whether it stands, besides its entries.
+_CHECKS = ("pool_version", "shared", "rights")
+
+
 def _all_for_reader(
-    *, pool_id: str, reader: Reader, tags: list[str]
-) -> tuple[list[dict[str, Any]], int]:
-    """Every entry of `entries_for_reader` and the version, in one query compiled once per
+    *, pool_id: str, reader: Reader, tags: list[str], locked: bool = False
+) -> _Listing:
+    """Every entry of `entries_for_reader` and the version, in one statement compiled once per
     reader shape [Q4]. Every visible entry is in the response, so its content is read in the
-    same query; [X5] an entry no key opens is left out of it."""
+    same query; [X5] an entry no key opens is left out of it.
+
+    Outside the pool's lock (`locked` false), the statement takes the lock shared if no change
+    holds it and reads the reader's rights again in its own snapshot: it stands if it did and
+    they are the reader's [L1]. Otherwise nothing is decrypted. An empty answer proves nothing
+    about the rights, so it does not stand either.
+    """
     shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
+    values = shape.values | {stand_in("lock"): pool_key(pool_id)}
+    # The rights `as_of_now` reads, for a person reading through a bot of their organization;
+    # other readers have none to read again. A bot of another organization is not checked
+    # here: read under the lock.
+    bot = reader.bot if reader.person_id is not None else None
+    if bot is not None:
+        values[stand_in("bot")] = bot.id
+    checked = bot is not None and bot.organization_id == reader.organization_id
+    if bot is not None and not (checked or locked):
+        return _Listing([], 0, settled=False)
 
     def build() -> QuerySet[Any, Any]:
         entries = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
         for tag in tag_stand_ins(shape):
             entries = entries.filter(tag_rows__tag=tag)
         version = Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1]
-        entries = with_details(entries).annotate(pool_version=Subquery(version))
-        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version")
+        entries = with_details(entries).annotate(
+            pool_version=Subquery(version), shared=shared_in_statement(stand_in("lock"))
+        )
+        if checked:
+            rights = rights_seen(
+                bot_id=stand_in("bot"),
+                person_id=str(shape.reader.person_id),
+                organization_id=shape.reader.organization_id,
+            )
+            entries = entries.annotate(rights=rights)
+        checks = _CHECKS if checked else _CHECKS[:2]
+        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, *checks)
 
-    rows = compiled(("entries", shape.key), build).rows(shape.values)
-    version = rows[0]["pool_version"] if rows else pool_version(pool_id)
-    return with_tags_and_sources(readable_rows(Entry, rows)), version or 0
+    rows = compiled(("entries", shape.key, bot is None, checked), build).rows(values)
+    if not rows:
+        return _Listing([], pool_version(pool_id) if locked else 0, settled=locked)
+    head = rows[0]
+    if not locked and checked:
+        assert bot is not None and reader.person_id is not None
+        seen = rights_in(
+            head["rights"],
+            bot=bot,
+            person_id=reader.person_id,
+            organization_id=reader.organization_id,
+        )
+        if seen != (reader.channel_ids, reader.bot_user):
+            return _Listing([], 0, settled=False, rights=seen)
+    if not (locked or head["shared"]):
+        return _Listing([], 0, settled=False)
+    version = head["pool_version"] or 0
+    for row in rows:
+        for name in _CHECKS:
+            row.pop(name, None)
+    return _Listing(with_tags_and_sources(readable_rows(Entry, rows)), version, settled=True)
 
 
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:

@@ -4,13 +4,15 @@ Another organization's bot, or a bot you have no grant on, is a 404; a bot you m
 not change is a 403 on writes [H3, H4, §8].
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, Q, QuerySet, Subquery, Value
+from django.db.models import Exists, Q, QuerySet, Subquery, TextField, Value
+from django.db.models.expressions import RawSQL
 
-from openbot.compiled import compiled, stand_in
+from openbot.compiled import Compiled, compiled, stand_in
 from openbot.errors import Forbidden, NotFound
 from openbot.models import Bot, ChannelMember, Grant, Membership, Organization, Person
 
@@ -122,26 +124,89 @@ def _rights_query(*, bot_id: str, person_id: str, organization_id: str) -> Query
     return channels.union(user, all=True)
 
 
-def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[str], bool]:
-    """[H5, H6] The person's channels in the organization now, and whether they use the bot:
-    one query, so a read under the pool's lock reads them once [L1], compiled once per
-    process [Q4]."""
-    if bot.organization_id != organization_id:
-        channels = _channels_of(person_id=person_id, organization_id=organization_id)
-        return list(channels), False
-    query = compiled(
+def _rights_compiled() -> Compiled:
+    return compiled(
         "rights_of",
         lambda: _rights_query(
             bot_id=stand_in("bot"), person_id=stand_in("person"), organization_id=stand_in("org")
         ),
     )
-    values = {
-        stand_in("bot"): bot.id,
+
+
+def _rights_values(*, bot_id: str, person_id: str, organization_id: str) -> dict[str, str]:
+    return {
+        stand_in("bot"): bot_id,
         stand_in("person"): person_id,
         stand_in("org"): organization_id,
     }
-    found = [row["channel_id"] for row in query.rows(values)]
+
+
+def _rights_from(found: Iterable[str]) -> tuple[list[str], bool]:
+    found = list(found)
     return [channel for channel in found if channel != _BOT_USER], _BOT_USER in found
+
+
+# [Q4] The rights last read per (bot, person, organization) in this process: a guess for a
+# read that checks them in its own snapshot (`rights_seen`), so that it need not read them
+# first. A guess is never an answer: a read whose guess is wrong does not stand [L1, H5].
+_GUESSES_AT_MOST = 10_000
+_guesses: dict[tuple[str, str, str], tuple[frozenset[str], bool]] = {}
+
+
+def _keep_guess(key: tuple[str, str, str], channels: Iterable[str], bot_user: bool) -> None:
+    if len(_guesses) >= _GUESSES_AT_MOST:
+        _guesses.clear()
+    _guesses[key] = (frozenset(channels), bot_user)
+
+
+def rights_guess(*, bot: Bot, person_id: str, organization_id: str) -> tuple[frozenset[str], bool]:
+    """The person's rights as last read in this process, else read now (`rights_of`)."""
+    found = _guesses.get((bot.id, person_id, organization_id))
+    if found is not None:
+        return found
+    channels, bot_user = rights_of(bot=bot, person_id=person_id, organization_id=organization_id)
+    return frozenset(channels), bot_user
+
+
+def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[str], bool]:
+    """[H5, H6] The person's channels in the organization now, and whether they use the bot:
+    one query, so a read under the pool's lock reads them once [L1], compiled once per
+    process [Q4]."""
+    if bot.organization_id != organization_id:
+        return list(_channels_of(person_id=person_id, organization_id=organization_id)), False
+    values = _rights_values(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
+    channels, bot_user = _rights_from(row["channel_id"] for row in _rights_compiled().rows(values))
+    _keep_guess((bot.id, person_id, organization_id), channels, bot_user)
+    return channels, bot_user
+
+
+# `rights_of`'s rows joined into one text: channel ids never hold a comma.
+_JOINED = {"postgresql": "string_agg({column}, ',')", "sqlite": "group_concat({column}, ',')"}
+
+
+def rights_seen(*, bot_id: str, person_id: str, organization_id: str) -> RawSQL:
+    """[L1] `rights_of` (for a bot of the organization) as a column of another statement, to
+    read with `rights_in`: a read of one statement sees contents and rights in one snapshot,
+    so it can tell whether the rights it was built for are still the person's there. The ids
+    may be stand-ins of a compiled query."""
+    query = _rights_compiled()
+    column = _JOINED[connection.vendor].format(column=connection.ops.quote_name(query.names[0]))
+    values = _rights_values(bot_id=bot_id, person_id=person_id, organization_id=organization_id)
+    # Only the compiled query's own SQL is put into the SQL; values stay parameters.
+    return RawSQL(  # noqa: S611
+        f"SELECT {column} FROM ({query.sql}) AS rights",
+        query.params_for(values),
+        output_field=TextField(),
+    )
+
+
+def rights_in(
+    seen: str | None, *, bot: Bot, person_id: str, organization_id: str
+) -> tuple[frozenset[str], bool]:
+    """The channels and use of the bot in a `rights_seen` column, kept as the next guess."""
+    channels, bot_user = _rights_from([] if seen is None else seen.split(","))
+    _keep_guess((bot.id, person_id, organization_id), channels, bot_user)
+    return frozenset(channels), bot_user
 
 
 def organization_for_admin(*, caller: Caller, organization_id: str) -> Organization:

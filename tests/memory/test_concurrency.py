@@ -256,7 +256,9 @@ def test_a_change_blocks_readers(place: Place) -> None:
     read_with_timeout(place.bot.id, 200)
 
 
-def test_a_reader_waits_for_the_change_and_then_sees_it(place: Place) -> None:
+def read_while_a_change_writes(place: Place) -> tuple[set[str], str]:
+    """One read while a change holding the pool's lock writes a new entry for alice: what the
+    read saw, and the new entry."""
     race = Race()
     held = threading.Event()
     written: list[str] = []
@@ -281,8 +283,29 @@ def test_a_reader_waits_for_the_change_and_then_sees_it(place: Place) -> None:
     seen = place.read()
     writer.join(timeout=10)
     assert race.errors == []
+    return seen, written[0]
+
+
+def test_a_reader_waits_for_the_change_and_then_sees_it(place: Place) -> None:
+    seen, written = read_while_a_change_writes(place)
     # Uncommitted rows are invisible: seeing the entry means the read waited for the commit.
-    assert seen == set(written)
+    assert seen == {written}
+
+
+def test_a_reader_who_sees_entries_waits_for_the_change_too(place: Place) -> None:
+    """[L1, Q4] The listing of a reader who sees entries is one statement outside a
+    transaction; it takes the lock shared too, and reads again under it when a change holds
+    it."""
+    before = entry_remember(
+        pool_id=place.bot.id,
+        person_id=place.alice.id,
+        organization_id=place.org.id,
+        content="there before the change",
+        topics=[],
+    ).id
+    assert place.read() == {before}  # the rights are known: the next read is one statement
+    seen, written = read_while_a_change_writes(place)
+    assert seen == {before, written}
 
 
 def test_readers_share_the_lock(place: Place) -> None:

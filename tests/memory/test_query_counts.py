@@ -20,8 +20,10 @@ from tests.memory.builders import fact, observation
 
 # The pool's lock is one statement on PostgreSQL; SQLite needs none [L1].
 LOCK = 1 if connection.vendor == "postgresql" else 0
-# A route: token, bot with grant level, BEGIN, lock, rights, the read itself, COMMIT.
-GET_MEMORY = 6 + LOCK
+# GET memory: token, bot with grant level, and the read itself, one statement outside a
+# transaction that checks the reader's rights as last read (`test_listing_statement`).
+GET_MEMORY = 3
+# GET log: token, bot with grant level, BEGIN, lock, rights, its reads, COMMIT.
 GET_LOG = 9 + LOCK
 # Remember: the entry, its tags, search terms [R2] and evidence, one insert each; its closure
 # row and derived access data in two statements (`graph.refresh_new`: it names no entry); the
