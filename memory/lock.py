@@ -42,10 +42,14 @@ def shared_in_statement(key: str) -> Any:
     """[L1] A column that takes the pool's lock shared unless a change holds it, and tells
     whether it did; `key` is `pool_key` or a compiled query's stand-in for it.
 
-    For a read of one statement, which sees contents and rights in one snapshot
-    (`openbot.access.rights_seen`): if it could not take the lock, a change is under way and
-    the read is done again under `pool_read`, which waits for it. The lock is held to the end
-    of the statement's transaction. SQLite has no lock to take: true.
+    For a read of one statement. Its one snapshot is what keeps old rights from mixing with
+    new contents, as long as it reads the rights there too (`openbot.access.rights_seen`); the
+    lock only makes it wait for a change under way, as `pool_read` does: if it could not take
+    the lock, the read is done again under `pool_read`. The lock is taken after the snapshot,
+    so a change that commits in between leaves the read the state before it, which is
+    consistent too. It is held to the end of the statement's transaction. SQLite has no lock to
+    take: true (its statement reads the last commit in WAL mode; `pool_read` there begins
+    IMMEDIATE and so waits for a writer).
     """
     if connection.vendor != "postgresql":
         return Value(True)

@@ -1,4 +1,6 @@
-"""Reads of a memory pool, each under the pool's shared lock [L1] and the access rule [V4].
+"""Reads of a memory pool, each under the pool's shared lock [L1] (or, for a full listing,
+one statement that takes it and checks the reader's rights in its own snapshot) and the access
+rule [V4].
 
 Server callers use `context`, `has_entries` and `validate_references` [S1–S3]; they never load
 a pool or check access one entry at a time themselves.
@@ -10,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Subquery, TextField
+from django.db.models import Count, Exists, Q, QuerySet, Subquery, TextField
 from django.db.models.expressions import RawSQL
 
 from memory.access import (
@@ -21,7 +23,7 @@ from memory.access import (
     visible_ids,
     visible_in_order,
 )
-from memory.compiled import shape_of, tag_stand_ins
+from memory.compiled import Shape, shape_of, tag_stand_ins
 from memory.lock import pool_key, pool_read, shared_in_statement
 from memory.models import Change, ChangeEntry, Entry, EntrySource, EntryTag, Pool
 from memory.relevance import relevant_in_order
@@ -134,21 +136,23 @@ def entry_page_for_reader(
     """[A1, A10] The reader's entries after `after` in memory order, at most `limit` of them
     (all without a limit), the version, and the position to read on from (None at the end)."""
     if after is None and limit is None:
-        # [L1, Q4] One statement with the rights last seen, checked in its snapshot; again
+        # [L1, Q4] One statement with the rights last read, checked in its own snapshot; again
         # with the rights it saw if they were others; under the lock if neither stands.
         guessed = reader.as_guessed()
-        listing = _all_for_reader(pool_id=pool_id, reader=guessed, tags=tags)
+        listing = _listing_outside_the_lock(pool_id=pool_id, reader=guessed, tags=tags)
         if listing.rights is not None:
             channel_ids, bot_user = listing.rights
             guessed = replace(guessed, channel_ids=channel_ids, bot_user=bot_user)
-            listing = _all_for_reader(pool_id=pool_id, reader=guessed, tags=tags)
-        if listing.settled:
+            listing = _listing_outside_the_lock(pool_id=pool_id, reader=guessed, tags=tags)
+        if listing.entries is not None:
             return listing.entries, listing.version, None
     with pool_read(pool_id):
         reader = reader.as_of_now()
         if after is None and limit is None:
-            listing = _all_for_reader(pool_id=pool_id, reader=reader, tags=tags, locked=True)
-            return listing.entries, listing.version, None
+            shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
+            listed = _all_for_reader(shape, stands={})
+            version = listed[0]["pool_version"] if listed else pool_version(pool_id)
+            return _opened_entries(listed), version or 0, None
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
@@ -183,67 +187,59 @@ def entry_page_for_reader(
 
 @dataclass(frozen=True)
 class _Listing:
-    entries: list[dict[str, Any]]
-    version: int
-    # Whether the answer stands [L1]: it was read under the pool's lock, or its one statement
-    # took the lock shared (no change held it) and saw the reader's rights as they are held.
-    settled: bool
-    # The rights the statement saw, if they were not the reader's.
+    """A full listing read outside the pool's lock: its entries and version if it stands
+    (`entries` is None if not), and the rights its statement saw if they were not the
+    reader's."""
+
+    entries: list[dict[str, Any]] | None
+    version: int = 0
     rights: tuple[frozenset[str], bool] | None = None
 
 
-# The columns a listing's statement reads to tell whether it stands, besides its entries.
-_CHECKS = ("pool_version", "shared", "rights")
-
-
-def _all_for_reader(
-    *, pool_id: str, reader: Reader, tags: list[str], locked: bool = False
-) -> _Listing:
-    """Every entry of `entries_for_reader` and the version, in one statement compiled once per
-    reader shape [Q4]. Every visible entry is in the response, so its content is read in the
-    same query; [X5] an entry no key opens is left out of it.
-
-    Outside the pool's lock (`locked` false), the statement takes the lock shared if no change
-    holds it and reads the reader's rights again in its own snapshot: it stands if it did and
-    they are the reader's [L1]. Otherwise nothing is decrypted. An empty answer proves nothing
-    about the rights, so it does not stand either.
-    """
+def _listing_shape(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
+    """The listing's shape, with the values of the columns that tell whether it stands."""
     shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
-    values = shape.values | {stand_in("lock"): pool_key(pool_id)}
-    # The rights `as_of_now` reads, for a person reading through a bot of their organization;
-    # other readers have none to read again. A bot of another organization is not checked
-    # here: read under the lock.
-    bot = reader.bot if reader.person_id is not None else None
-    if bot is not None:
-        values[stand_in("bot")] = bot.id
-    checked = bot is not None and bot.organization_id == reader.organization_id
-    if bot is not None and not (checked or locked):
-        return _Listing([], 0, settled=False)
+    # A string, as the stand-ins' values are; the statement casts it (`shared_in_statement`).
+    shape.values[stand_in("lock")] = pool_key(pool_id)
+    if reader.bot is not None:
+        shape.values[stand_in("bot")] = reader.bot.id
+    return shape
 
-    def build() -> QuerySet[Any, Any]:
-        entries = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
-        for tag in tag_stand_ins(shape):
-            entries = entries.filter(tag_rows__tag=tag)
-        version = Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1]
-        entries = with_details(entries).annotate(
-            pool_version=Subquery(version), shared=shared_in_statement(stand_in("lock"))
+
+def _stand_columns(shape: Shape, *, rights: bool) -> dict[str, Any]:
+    """[L1] The columns that tell whether a statement read outside the pool's lock stands.
+
+    It stands on the contents and rights of its own snapshot, if the rights it was built with
+    are the person's there (`rights`, for a person reading through a bot of their
+    organization: the rights `as_of_now` reads). It also takes the lock shared (`shared`), so
+    that a read that finds a change under way reads again under the lock and waits for it.
+    """
+    columns = {"shared": shared_in_statement(stand_in("lock"))}
+    if rights:
+        columns["rights"] = rights_seen(
+            bot_id=stand_in("bot"),
+            person_id=str(shape.reader.person_id),
+            organization_id=shape.reader.organization_id,
         )
-        if checked:
-            rights = rights_seen(
-                bot_id=stand_in("bot"),
-                person_id=str(shape.reader.person_id),
-                organization_id=shape.reader.organization_id,
-            )
-            entries = entries.annotate(rights=rights)
-        checks = _CHECKS if checked else _CHECKS[:2]
-        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, *checks)
+    return columns
 
-    rows = compiled(("entries", shape.key, bot is None, checked), build).rows(values)
-    if not rows:
-        return _Listing([], pool_version(pool_id) if locked else 0, settled=locked)
-    head = rows[0]
-    if not locked and checked:
-        assert bot is not None and reader.person_id is not None
+
+def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) -> _Listing:
+    """[L1, Q4] Every entry of `entries_for_reader` and the version in one statement, which
+    stands if its `_stand_columns` say so; nothing is decrypted before. An empty answer
+    carries no columns: one more statement reads them with whether the reader sees anything.
+    A bot of another organization is not checked here: read under the lock."""
+    bot = reader.bot if reader.person_id is not None else None
+    if bot is not None and bot.organization_id != reader.organization_id:
+        return _Listing(None)
+    shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
+    stands = _stand_columns(shape, rights=bot is not None)
+    rows = _all_for_reader(shape, stands=stands)
+    head = rows[0] if rows else _nothing_for_reader(shape, stands=stands)
+    if head is None:
+        return _Listing(None)
+    if bot is not None:
+        assert reader.person_id is not None
         seen = rights_in(
             head["rights"],
             bot=bot,
@@ -251,14 +247,58 @@ def _all_for_reader(
             organization_id=reader.organization_id,
         )
         if seen != (reader.channel_ids, reader.bot_user):
-            return _Listing([], 0, settled=False, rights=seen)
-    if not (locked or head["shared"]):
-        return _Listing([], 0, settled=False)
+            return _Listing(None, rights=seen)
+    if not head["shared"] or not (rows or head["nothing"]):
+        return _Listing(None)
     version = head["pool_version"] or 0
+    return _Listing(_opened_entries(rows), version)
+
+
+def _filtered(shape: Shape) -> QuerySet[Entry]:
+    """The listing's entries for the shape's stand-in reader and tags [V4, V6]."""
+    entries = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
+    for tag in tag_stand_ins(shape):
+        entries = entries.filter(tag_rows__tag=tag)
+    return entries
+
+
+def _version(shape: Shape) -> Subquery:
+    return Subquery(Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1])
+
+
+def _all_for_reader(shape: Shape, *, stands: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every entry of `entries_for_reader` with the version and `stands` in each row, sealed,
+    in one statement compiled once per reader shape [Q4]. Every visible entry is in the
+    response, so its content is read in the same query."""
+
+    def build() -> QuerySet[Any, Any]:
+        entries = with_details(_filtered(shape)).annotate(pool_version=_version(shape), **stands)
+        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version", *stands)
+
+    return compiled(("entries", shape.key, *stands), build).rows(shape.values)
+
+
+def _nothing_for_reader(shape: Shape, *, stands: dict[str, Any]) -> dict[str, Any] | None:
+    """The version, `stands` and whether the reader sees nothing, in one statement: one row,
+    or None if the pool's bot is gone."""
+
+    def build() -> QuerySet[Any, Any]:
+        return (
+            Bot.objects.filter(id=shape.pool_id)
+            .annotate(pool_version=_version(shape), nothing=~Exists(_filtered(shape)), **stands)
+            .values("pool_version", "nothing", *stands)
+        )
+
+    rows = compiled(("nothing", shape.key, *stands), build).rows(shape.values)
+    return rows[0] if rows else None
+
+
+def _opened_entries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sealed listing rows as entries: [X5] an entry no key opens is left out."""
     for row in rows:
-        for name in _CHECKS:
+        for name in ("pool_version", "shared", "rights"):
             row.pop(name, None)
-    return _Listing(with_tags_and_sources(readable_rows(Entry, rows)), version, settled=True)
+    return with_tags_and_sources(readable_rows(Entry, rows))
 
 
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:

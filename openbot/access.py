@@ -4,6 +4,7 @@ Another organization's bot, or a bot you have no grant on, is a 404; a bot you m
 not change is a 403 on writes [H3, H4, §8].
 """
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,7 @@ def _rights_from(found: Iterable[str]) -> tuple[list[str], bool]:
 # [Q4] The rights last read per (bot, person, organization) in this process: a guess for a
 # read that checks them in its own snapshot (`rights_seen`), so that it need not read them
 # first. A guess is never an answer: a read whose guess is wrong does not stand [L1, H5].
+# Emptied when full (one clear is atomic under threads; evicting one by one is not).
 _GUESSES_AT_MOST = 10_000
 _guesses: dict[tuple[str, str, str], tuple[frozenset[str], bool]] = {}
 
@@ -160,7 +162,10 @@ def _keep_guess(key: tuple[str, str, str], channels: Iterable[str], bot_user: bo
 
 
 def rights_guess(*, bot: Bot, person_id: str, organization_id: str) -> tuple[frozenset[str], bool]:
-    """The person's rights as last read in this process, else read now (`rights_of`)."""
+    """The person's rights as last read in this process, else read now (`rights_of`); none
+    through a bot of another organization, which `rights_seen` does not cover."""
+    if bot.organization_id != organization_id:
+        return frozenset(), False
     found = _guesses.get((bot.id, person_id, organization_id))
     if found is not None:
         return found
@@ -180,8 +185,11 @@ def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[s
     return channels, bot_user
 
 
-# `rights_of`'s rows joined into one text: channel ids never hold a comma.
-_JOINED = {"postgresql": "string_agg({column}, ',')", "sqlite": "group_concat({column}, ',')"}
+# `rights_of`'s rows as one JSON array.
+_JOINED = {
+    "postgresql": "COALESCE(json_agg({column}), '[]')::text",
+    "sqlite": "json_group_array({column})",
+}
 
 
 def rights_seen(*, bot_id: str, person_id: str, organization_id: str) -> RawSQL:
@@ -201,10 +209,10 @@ def rights_seen(*, bot_id: str, person_id: str, organization_id: str) -> RawSQL:
 
 
 def rights_in(
-    seen: str | None, *, bot: Bot, person_id: str, organization_id: str
+    seen: str, *, bot: Bot, person_id: str, organization_id: str
 ) -> tuple[frozenset[str], bool]:
     """The channels and use of the bot in a `rights_seen` column, kept as the next guess."""
-    channels, bot_user = _rights_from([] if seen is None else seen.split(","))
+    channels, bot_user = _rights_from(json.loads(seen))
     _keep_guess((bot.id, person_id, organization_id), channels, bot_user)
     return frozenset(channels), bot_user
 

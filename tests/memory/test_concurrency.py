@@ -1,11 +1,12 @@
 """[L1, Q3] Reads never mix old rights with new contents (PostgreSQL only).
 
 Readers run in threads with their own connections, each read done the way the memory route
-does it: the reader's rights (`Reader.person`) and one `entries_for_reader` call, which takes
-the pool's lock shared. A writer in parallel first revokes a source — the reader leaves the
-channel, or a source is invalidated — and then adds new content. A read may show the old state
-(source visible, new entry absent) or the new one (source hidden, new entry present), never
-the new entry together with the revoked source.
+does it: one `entries_for_reader` call for a reader whose rights it reads itself (as last read
+in the process, checked in the listing's own statement, or under the pool's lock). A writer in
+parallel first revokes a source — the reader leaves the channel, or a source is invalidated —
+and then adds new content. A read may show the old state (source visible, new entry absent) or
+the new one (source hidden, new entry present), never the new entry together with the revoked
+source.
 """
 
 import threading
@@ -50,8 +51,8 @@ class Place:
     carol: Person
 
     def read(self) -> set[str]:
-        """One read, as GET memory does it: rights as of now, then one shared-lock read."""
-        reader = Reader.person(bot=self.bot, person_id=self.alice.id, organization_id=self.org.id)
+        """One read, as GET memory does it."""
+        reader = Reader(organization_id=self.org.id, person_id=self.alice.id, bot=self.bot)
         entries, _ = entries_for_reader(pool_id=self.bot.id, reader=reader, tags=[])
         return {entry["id"] for entry in entries}
 

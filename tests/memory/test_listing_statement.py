@@ -53,6 +53,15 @@ def test_joining_a_channel_between_two_listings_shows_what_it_gives(world: World
     assert listed(world, world.bob) == {own, group}
 
 
+def test_joining_a_channel_after_an_empty_listing_shows_what_it_gives(world: World) -> None:
+    """An empty answer has no row to carry the rights: they are read with whether the reader
+    sees anything, in one more statement."""
+    group = group_fact(world)
+    assert listed(world, world.bob) == set()
+    services.channel_member_add(channel=world.channel, person=world.bob.person)
+    assert listed(world, world.bob) == {group}
+
+
 def test_losing_the_bot_between_two_listings_hides_what_is_for_its_users(world: World) -> None:
     """[H6] bob uses the bot through the organization's grant: `for:bot` admits him until the
     grant goes."""
@@ -78,3 +87,12 @@ def test_a_listing_read_again_is_one_statement(
     listed(world, world.carol)
     with django_assert_num_queries(1):
         assert listed(world, world.carol) == {own, group}
+
+
+def test_an_empty_listing_read_again_is_two_statements(
+    world: World, django_assert_num_queries: Any
+) -> None:
+    """[Q4] The listing, then its version and rights with whether bob sees anything."""
+    listed(world, world.bob)
+    with django_assert_num_queries(2):
+        assert listed(world, world.bob) == set()
