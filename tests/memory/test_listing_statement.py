@@ -13,6 +13,7 @@ from memory.models import Change, Entry
 from memory.selectors import entries_for_reader
 from memory.services import ItemEvidence, entry_create_in, entry_remember, pool_change
 from openbot import services
+from openbot.models import Channel, ChannelMember
 from tests.conftest import World
 from tests.factories import Actor, ChatFactory, ItemFactory
 from tests.memory.builders import fact
@@ -96,3 +97,13 @@ def test_an_empty_listing_read_again_is_two_statements(
     listed(world, world.bob)
     with django_assert_num_queries(2):
         assert listed(world, world.bob) == set()
+
+
+def test_a_channel_id_with_a_comma_is_one_channel(world: World) -> None:
+    """The rights a statement saw come back whole (a JSON array), never split on a comma:
+    a channel named like two channels gives none of the second's entries."""
+    odd = Channel.objects.create(id=f"ch_x,{world.channel.id}", organization=world.org)
+    ChannelMember.objects.create(channel=odd, person=world.bob.person)
+    own, _ = pinned(world, world.bob), group_fact(world)
+    assert listed(world, world.bob) == {own}
+    assert listed(world, world.bob) == {own}
