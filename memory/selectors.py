@@ -150,7 +150,7 @@ def entry_page_for_reader(
         reader = reader.as_of_now()
         if after is None and limit is None:
             shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
-            listed = _all_for_reader(shape, stands={})
+            listed = _all_for_reader(shape, stands=())
             version = listed[0]["pool_version"] if listed else pool_version(pool_id)
             return _opened_entries(listed), version or 0, None
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
@@ -206,16 +206,23 @@ def _listing_shape(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
     return shape
 
 
-def _stand_columns(shape: Shape, *, rights: bool) -> dict[str, Any]:
-    """[L1] The columns that tell whether a statement read outside the pool's lock stands.
+# [L1] The names of `_stand_columns` for a person reading through a bot of their organization
+# (`as_of_now` reads their rights), and for other readers.
+_PERSON_STANDS = ("shared", "rights")
+_STANDS = ("shared",)
+
+
+def _stand_columns(shape: Shape, names: tuple[str, ...]) -> dict[str, Any]:
+    """[L1] The columns `names` that tell whether a statement read outside the pool's lock
+    stands.
 
     It stands on the contents and rights of its own snapshot, if the rights it was built with
     are the person's there (`rights`, for a person reading through a bot of their
     organization: the rights `as_of_now` reads). It also takes the lock shared (`shared`), so
     that a read that finds a change under way reads again under the lock and waits for it.
     """
-    columns = {"shared": shared_in_statement(stand_in("lock"))}
-    if rights:
+    columns = {"shared": shared_in_statement(stand_in("lock"))} if names else {}
+    if "rights" in names:
         columns["rights"] = rights_seen(
             bot_id=stand_in("bot"),
             person_id=str(shape.reader.person_id),
@@ -233,7 +240,7 @@ def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) 
     if bot is not None and bot.organization_id != reader.organization_id:
         return _Listing(None)
     shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
-    stands = _stand_columns(shape, rights=bot is not None)
+    stands = _STANDS if bot is None else _PERSON_STANDS
     rows = _all_for_reader(shape, stands=stands)
     head = rows[0] if rows else _nothing_for_reader(shape, stands=stands)
     if head is None:
@@ -266,26 +273,31 @@ def _version(shape: Shape) -> Subquery:
     return Subquery(Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1])
 
 
-def _all_for_reader(shape: Shape, *, stands: dict[str, Any]) -> list[dict[str, Any]]:
+def _all_for_reader(shape: Shape, *, stands: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every entry of `entries_for_reader` with the version and `stands` in each row, sealed,
     in one statement compiled once per reader shape [Q4]. Every visible entry is in the
     response, so its content is read in the same query."""
 
     def build() -> QuerySet[Any, Any]:
-        entries = with_details(_filtered(shape)).annotate(pool_version=_version(shape), **stands)
+        columns = _stand_columns(shape, stands)
+        entries = with_details(_filtered(shape)).annotate(pool_version=_version(shape), **columns)
         return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version", *stands)
 
     return compiled(("entries", shape.key, *stands), build).rows(shape.values)
 
 
-def _nothing_for_reader(shape: Shape, *, stands: dict[str, Any]) -> dict[str, Any] | None:
+def _nothing_for_reader(shape: Shape, *, stands: tuple[str, ...]) -> dict[str, Any] | None:
     """The version, `stands` and whether the reader sees nothing, in one statement: one row,
     or None if the pool's bot is gone."""
 
     def build() -> QuerySet[Any, Any]:
         return (
             Bot.objects.filter(id=shape.pool_id)
-            .annotate(pool_version=_version(shape), nothing=~Exists(_filtered(shape)), **stands)
+            .annotate(
+                pool_version=_version(shape),
+                nothing=~Exists(_filtered(shape)),
+                **_stand_columns(shape, stands),
+            )
             .values("pool_version", "nothing", *stands)
         )
 
@@ -296,7 +308,7 @@ def _nothing_for_reader(shape: Shape, *, stands: dict[str, Any]) -> dict[str, An
 def _opened_entries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Sealed listing rows as entries: [X5] an entry no key opens is left out."""
     for row in rows:
-        for name in ("pool_version", "shared", "rights"):
+        for name in ("pool_version", *_PERSON_STANDS):
             row.pop(name, None)
     return with_tags_and_sources(readable_rows(Entry, rows))
 
