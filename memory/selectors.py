@@ -67,15 +67,14 @@ def entry_row(entry: Entry) -> dict[str, Any]:
     ]
 
 
-# An entry's tags and sources, each a JSON array read with the entry [Q4]: the tags in the
-# order they were added, the sources as [chat, item, entry] in their order [E2].
+# An entry's tags and sources, each an array read with the entry [Q4]: the tags in the order
+# they were added, the sources as [chat, item, entry] in their order [E2]. PostgreSQL's own
+# arrays (psycopg reads them faster than JSON; the item as text there), JSON on SQLite.
 _DETAILS_SQL = {
     "postgresql": {
-        "tags": "SELECT COALESCE(json_agg(t.tag ORDER BY t.id), '[]')::text FROM {tag} t "
-        "WHERE t.entry_id = {entry}.id",
-        "sources": "SELECT COALESCE(json_agg(json_build_array(s.chat_id, s.item_seq, "
-        "s.source_entry_id) ORDER BY s.position), '[]')::text FROM {source} s "
-        "WHERE s.entry_id = {entry}.id",
+        "tags": "ARRAY(SELECT t.tag FROM {tag} t WHERE t.entry_id = {entry}.id ORDER BY t.id)",
+        "sources": "ARRAY(SELECT ARRAY[s.chat_id, s.item_seq::text, s.source_entry_id] "
+        "FROM {source} s WHERE s.entry_id = {entry}.id ORDER BY s.position)",
     },
     "sqlite": {
         "tags": "SELECT json_group_array(tag) FROM (SELECT t.tag FROM {tag} t "
@@ -85,7 +84,7 @@ _DETAILS_SQL = {
         "WHERE s.entry_id = {entry}.id ORDER BY s.position)",
     },
 }
-DETAILS = ("tags_json", "sources_json")
+DETAILS = ("tag_list", "source_list")
 
 
 def with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
@@ -98,8 +97,8 @@ def with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
     sql = _DETAILS_SQL[connection.vendor]
     # Only table names are put into the SQL; it takes no parameters.
     return entries.annotate(
-        tags_json=RawSQL(sql["tags"].format(**tables), (), output_field=TextField()),  # noqa: S611
-        sources_json=RawSQL(  # noqa: S611
+        tag_list=RawSQL(sql["tags"].format(**tables), (), output_field=TextField()),  # noqa: S611
+        source_list=RawSQL(  # noqa: S611
             sql["sources"].format(**tables), (), output_field=TextField()
         ),
     )
@@ -108,12 +107,21 @@ def with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
 def with_tags_and_sources(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Entry rows (`ENTRY_FIELDS` and `DETAILS`) with their `tags` and `sources` (in order)."""
     for row in rows:
-        row["tags"] = json.loads(row.pop("tags_json"))
+        row["tags"] = _listed(row.pop("tag_list"))
         row["sources"] = [
-            {"chat_id": chat_id, "item_seq": item_seq, "source_entry_id": source_entry_id}
-            for chat_id, item_seq, source_entry_id in json.loads(row.pop("sources_json"))
+            {
+                "chat_id": chat_id,
+                "item_seq": None if item_seq is None else int(item_seq),
+                "source_entry_id": source_entry_id,
+            }
+            for chat_id, item_seq, source_entry_id in _listed(row.pop("source_list"))
         ]
     return rows
+
+
+def _listed(value: list[Any] | str) -> list[Any]:
+    """An array of `with_details`: a list on PostgreSQL, JSON text on SQLite."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 # A place in memory order [E6]: (rank, updatedAt, id) of the last entry of a page.
