@@ -75,7 +75,8 @@ def _reader(soak: Soak, pool_id: str, bot_id: str, org_id: str, people: list[str
                 losing = [person for person, _ in soak.busy]
             person_id = rng.choice(losing if losing and rng.random() < 0.5 else people)
             started = time.monotonic()
-            reader = Reader.person(bot=bot, person_id=person_id, organization_id=org_id)
+            # As the memory route reads: the rights are the listing's own business [L1].
+            reader = Reader(organization_id=org_id, person_id=person_id, bot=bot)
             entries, _ = entries_for_reader(pool_id=pool_id, reader=reader, tags=[])
             ended = time.monotonic()
             revoked = soak.revoked_during(person_id, started, ended)

@@ -10,7 +10,6 @@ one snapshot, which is the same guarantee. Model calls never run under it.
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import BooleanField, Value
@@ -38,7 +37,7 @@ def pool_key(pool_id: str) -> str:
     return str(_key(pool_id))
 
 
-def shared_in_statement(key: str) -> Any:
+def shared_in_statement(key: str) -> Value | RawSQL:
     """[L1] A column that takes the pool's lock shared unless a change holds it, and tells
     whether it did; `key` is `pool_key` or a compiled query's stand-in for it.
 

@@ -150,15 +150,15 @@ def entry_page_for_reader(
         listing = _listing_outside_the_lock(pool_id=pool_id, reader=guessed, tags=tags)
         if listing.rights is not None:
             channel_ids, bot_user = listing.rights
-            guessed = replace(guessed, channel_ids=channel_ids, bot_user=bot_user)
-            listing = _listing_outside_the_lock(pool_id=pool_id, reader=guessed, tags=tags)
+            seen = replace(reader, channel_ids=channel_ids, bot_user=bot_user)
+            listing = _listing_outside_the_lock(pool_id=pool_id, reader=seen, tags=tags)
         if listing.entries is not None:
             return listing.entries, listing.version, None
     with pool_read(pool_id):
         reader = reader.as_of_now()
         if after is None and limit is None:
-            shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
-            listed = _all_for_reader(shape, stands=())
+            shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
+            listed = _all_for_reader(shape, checks=())
             version = listed[0]["pool_version"] if listed else pool_version(pool_id)
             return _opened_entries(listed), version or 0, None
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
@@ -205,7 +205,7 @@ class _Listing:
 
 
 def _listing_shape(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
-    """The listing's shape, with the values of the columns that tell whether it stands."""
+    """The listing's shape, with the values its checks need."""
     shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
     # A string, as the stand-ins' values are; the statement casts it (`shared_in_statement`).
     shape.values[stand_in("lock")] = pool_key(pool_id)
@@ -214,23 +214,24 @@ def _listing_shape(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
     return shape
 
 
-# [L1] The names of `_stand_columns` for a person reading through a bot of their organization
-# (`as_of_now` reads their rights), and for other readers.
-_PERSON_STANDS = ("shared", "rights")
-_STANDS = ("shared",)
+# [L1] The checks of a listing read outside the pool's lock, for a person reading through a bot
+# of their organization (`as_of_now` reads their rights) and for other readers.
+_PERSON_CHECKS = ("shared", "rights")
+_CHECKS = ("shared",)
 
 
-def _stand_columns(shape: Shape, names: tuple[str, ...]) -> dict[str, Any]:
-    """[L1] The columns `names` that tell whether a statement read outside the pool's lock
-    stands.
+def _check_columns(shape: Shape, checks: tuple[str, ...]) -> dict[str, Any]:
+    """[L1] The columns of `checks`: whether the statement took the pool's lock shared
+    (`shared`), and the person's rights in its own snapshot (`rights`).
 
-    It stands on the contents and rights of its own snapshot, if the rights it was built with
-    are the person's there (`rights`, for a person reading through a bot of their
-    organization: the rights `as_of_now` reads). It also takes the lock shared (`shared`), so
-    that a read that finds a change under way reads again under the lock and waits for it.
+    A statement read outside the lock stands on the contents and rights of its own snapshot,
+    if the rights it was built with are the person's there. Taking the lock only makes a read
+    that finds a change under way read again under `pool_read`, which waits for it.
     """
-    columns = {"shared": shared_in_statement(stand_in("lock"))} if names else {}
-    if "rights" in names:
+    columns = {}
+    if "shared" in checks:
+        columns["shared"] = shared_in_statement(stand_in("lock"))
+    if "rights" in checks:
         columns["rights"] = rights_seen(
             bot_id=stand_in("bot"),
             person_id=str(shape.reader.person_id),
@@ -241,16 +242,17 @@ def _stand_columns(shape: Shape, names: tuple[str, ...]) -> dict[str, Any]:
 
 def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) -> _Listing:
     """[L1, Q4] Every entry of `entries_for_reader` and the version in one statement, which
-    stands if its `_stand_columns` say so; nothing is decrypted before. An empty answer
-    carries no columns: one more statement reads them with whether the reader sees anything.
-    A bot of another organization is not checked here: read under the lock."""
+    stands if its checks say so; nothing is decrypted before. It reads no entry unless it took
+    the lock; an empty answer has no row for the checks, so one more statement reads them with
+    whether the reader sees anything. A bot of another organization is not checked here: read
+    under the lock."""
     bot = reader.bot if reader.person_id is not None else None
     if bot is not None and bot.organization_id != reader.organization_id:
         return _Listing(None)
     shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
-    stands = _STANDS if bot is None else _PERSON_STANDS
-    rows = _all_for_reader(shape, stands=stands)
-    head = rows[0] if rows else _nothing_for_reader(shape, stands=stands)
+    checks = _CHECKS if bot is None else _PERSON_CHECKS
+    rows = _all_for_reader(shape, checks=checks)
+    head = rows[0] if rows else _nothing_for_reader(shape, checks=checks)
     if head is None:
         return _Listing(None)
     if bot is not None:
@@ -263,7 +265,7 @@ def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) 
         )
         if seen != (reader.channel_ids, reader.bot_user):
             return _Listing(None, rights=seen)
-    if not head["shared"] or not (rows or head["nothing"]):
+    if not rows and not (head["shared"] and head["nothing"]):
         return _Listing(None)
     version = head["pool_version"] or 0
     return _Listing(_opened_entries(rows), version)
@@ -281,21 +283,25 @@ def _version(shape: Shape) -> Subquery:
     return Subquery(Pool.objects.filter(bot_id=shape.pool_id).values("version")[:1])
 
 
-def _all_for_reader(shape: Shape, *, stands: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Every entry of `entries_for_reader` with the version and `stands` in each row, sealed,
+def _all_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every entry of `entries_for_reader` with the version and `checks` in each row, sealed,
     in one statement compiled once per reader shape [Q4]. Every visible entry is in the
-    response, so its content is read in the same query."""
+    response, so its content is read in the same query. With `shared` among the checks, it
+    reads no entry unless it takes the pool's lock."""
 
     def build() -> QuerySet[Any, Any]:
-        columns = _stand_columns(shape, stands)
-        entries = with_details(_filtered(shape)).annotate(pool_version=_version(shape), **columns)
-        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version", *stands)
+        columns = _check_columns(shape, checks)
+        entries = with_details(_filtered(shape))
+        if "shared" in columns:
+            entries = entries.filter(columns.pop("shared"))
+        entries = entries.annotate(pool_version=_version(shape), **columns)
+        return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version", *columns)
 
-    return compiled(("entries", shape.key, *stands), build).rows(shape.values)
+    return compiled(("entries", shape.key, *checks), build).rows(shape.values)
 
 
-def _nothing_for_reader(shape: Shape, *, stands: tuple[str, ...]) -> dict[str, Any] | None:
-    """The version, `stands` and whether the reader sees nothing, in one statement: one row,
+def _nothing_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> dict[str, Any] | None:
+    """The version, `checks` and whether the reader sees nothing, in one statement: one row,
     or None if the pool's bot is gone."""
 
     def build() -> QuerySet[Any, Any]:
@@ -304,19 +310,19 @@ def _nothing_for_reader(shape: Shape, *, stands: tuple[str, ...]) -> dict[str, A
             .annotate(
                 pool_version=_version(shape),
                 nothing=~Exists(_filtered(shape)),
-                **_stand_columns(shape, stands),
+                **_check_columns(shape, checks),
             )
-            .values("pool_version", "nothing", *stands)
+            .values("pool_version", "nothing", *checks)
         )
 
-    rows = compiled(("nothing", shape.key, *stands), build).rows(shape.values)
+    rows = compiled(("nothing", shape.key, *checks), build).rows(shape.values)
     return rows[0] if rows else None
 
 
 def _opened_entries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Sealed listing rows as entries: [X5] an entry no key opens is left out."""
     for row in rows:
-        for name in ("pool_version", *_PERSON_STANDS):
+        for name in ("pool_version", "rights"):
             row.pop(name, None)
     return with_tags_and_sources(readable_rows(Entry, rows))
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from memory.access import Reader, audience_allowed, visible_entries
 from memory.models import Change, Entry
-from memory.selectors import validate_references
+from memory.selectors import entries_for_reader, validate_references
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
@@ -603,6 +603,7 @@ OPERATIONS = [
 
 
 def check_every_reader(world: Tenancy, model: PoolModel) -> None:
+    check_every_listing(world, model)
     shown: set[str] = set()
     for ref_reader, reader in world.readers():
         for active_only in (False, True):
@@ -649,6 +650,24 @@ def random_pools(max_examples: int) -> settings:
             HealthCheck.data_too_large,
         ],
     )
+
+
+def check_every_listing(world: Tenancy, model: PoolModel) -> None:
+    """[L1, Q4] Each person's listing as the memory route reads it: one statement built on the
+    rights last read for them in this process, checked in its own snapshot. Run before
+    `world.readers()` reads the rights again, the rights are often the previous example's."""
+    for organization_id, people in world.staff.items():
+        for person_id in people:
+            reader = Reader(
+                organization_id=organization_id,
+                person_id=person_id,
+                bot=world.bot_of(organization_id),
+            )
+            listed, _ = entries_for_reader(pool_id=world.bot.id, reader=reader, tags=[])
+            expected = model.visible(
+                RefReader(organization=organization_id, person=person_id), active_only=False
+            )
+            assert {entry["id"] for entry in listed} == expected, f"{person_id} listing"
 
 
 @random_pools(example_count())
