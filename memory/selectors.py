@@ -1,6 +1,6 @@
 """Reads of a memory pool, each under the pool's shared lock [L1] (or, for a full listing,
-one statement that takes it and checks the reader's rights in its own snapshot) and the access
-rule [V4].
+one statement that takes it if no change holds it and checks the reader's rights in its own
+snapshot) and the access rule [V4].
 
 Server callers use `context`, `has_entries` and `validate_references` [S1–S3]; they never load
 a pool or check access one entry at a time themselves.
