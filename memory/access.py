@@ -18,7 +18,7 @@ the moment of the read [H5]. [V9] This proves access to the sources the memory b
 cannot prove that a model named every input that shaped its answer.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -60,22 +60,22 @@ class Reader:
         (when the reader was built) could be, unless the read checks them in its own snapshot
         (a full listing, `as_guessed`).
         """
-        if self.person_id is None or self.bot is None:
-            return self
-        channel_ids, bot_user = rights_of(
-            bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
-        )
-        return replace(self, channel_ids=frozenset(channel_ids), bot_user=bot_user)
+        return self._with_rights(rights_of)
 
     def as_guessed(self) -> "Reader":
         """[Q4] This reader with the rights last read for them in this process (`as_of_now` the
         first time): a guess, only for a read that checks it in its own snapshot [L1]."""
+        return self._with_rights(rights_guess)
+
+    def _with_rights(self, read: Callable[..., tuple[Iterable[str], bool]]) -> "Reader":
+        """This reader with the rights `read` gives a person reading through a bot; others
+        have none to read."""
         if self.person_id is None or self.bot is None:
             return self
-        channel_ids, bot_user = rights_guess(
+        channel_ids, bot_user = read(
             bot=self.bot, person_id=self.person_id, organization_id=self.organization_id
         )
-        return replace(self, channel_ids=channel_ids, bot_user=bot_user)
+        return replace(self, channel_ids=frozenset(channel_ids), bot_user=bot_user)
 
     @classmethod
     def circle(cls, *, channel_id: str, organization_id: str) -> "Reader":

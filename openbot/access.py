@@ -74,11 +74,9 @@ def _bot_and_level(*, caller: Caller, bot_id: str) -> tuple[Bot, str]:
             .values(*_BOT_FIELDS, "level")
         )
 
-    values = {
-        stand_in("bot"): bot_id,
-        stand_in("person"): caller.person.id,
-        stand_in("org"): caller.organization.id,
-    }
+    values = _ids_values(
+        bot_id=bot_id, person_id=caller.person.id, organization_id=caller.organization.id
+    )
     rows = compiled("bot_and_level", build).rows(values)
     if not rows or rows[0]["level"] is None:
         raise NotFound(f"bot {bot_id} not found")
@@ -134,7 +132,8 @@ def _rights_compiled() -> Compiled:
     )
 
 
-def _rights_values(*, bot_id: str, person_id: str, organization_id: str) -> dict[str, str]:
+def _ids_values(*, bot_id: str, person_id: str, organization_id: str) -> dict[str, str]:
+    """The values of the `bot`, `person` and `org` stand-ins of a compiled query."""
     return {
         stand_in("bot"): bot_id,
         stand_in("person"): person_id,
@@ -179,7 +178,7 @@ def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[s
     process [Q4]."""
     if bot.organization_id != organization_id:
         return list(_channels_of(person_id=person_id, organization_id=organization_id)), False
-    values = _rights_values(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
+    values = _ids_values(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
     channels, bot_user = _rights_from(row["channel_id"] for row in _rights_compiled().rows(values))
     _keep_guess((bot.id, person_id, organization_id), channels, bot_user)
     return channels, bot_user
@@ -199,7 +198,7 @@ def rights_seen(*, bot_id: str, person_id: str, organization_id: str) -> RawSQL:
     may be stand-ins of a compiled query."""
     query = _rights_compiled()
     column = _JOINED[connection.vendor].format(column=connection.ops.quote_name(query.names[0]))
-    values = _rights_values(bot_id=bot_id, person_id=person_id, organization_id=organization_id)
+    values = _ids_values(bot_id=bot_id, person_id=person_id, organization_id=organization_id)
     # Only the compiled query's own SQL is put into the SQL; values stay parameters.
     return RawSQL(  # noqa: S611
         f"SELECT {column} FROM ({query.sql}) AS rights",

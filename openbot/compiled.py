@@ -79,9 +79,6 @@ class _LoggedWithValues(CursorDebugWrapper):
 def _filled(param: Any, values: dict[str, str]) -> Any:
     if not isinstance(param, str) or _MARK not in param:
         return param
-    whole = values.get(param)
-    if whole is not None:  # most parameters are one stand-in, an id
-        return whole
     for marked, value in values.items():
         param = param.replace(marked, value)
     return param
