@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 
 from memory.compiled import shape_of
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
@@ -119,25 +119,44 @@ def valid_in_organization(*, pool_id: str, organization_id: str) -> QuerySet[Ent
     )
 
 
-def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
-    """Closure rows of the outer `entry` whose entry fails the local rule for `reader`."""
-    ancestor = OuterRef("ancestor_id")
-    admitted = EntryTag.objects.filter(entry_id=ancestor, tag__in=reader.for_tags)
-    foreign_org = _foreign_org(ancestor, reader.organization_id)
-    unmet_evidence = Evidence.objects.filter(entry_id=ancestor).exclude(
+def _failing_locally(reader: Reader, entry: OuterRef) -> Q:
+    """Whether the outer `entry` fails the local rule for `reader` other than by its
+    admission: (a) an exclusion, (b) a foreign `org:` tag, (d) an unmet evidence rule."""
+    unmet_evidence = Evidence.objects.filter(entry_id=entry).exclude(
         organization_id=reader.organization_id, rule__in=reader.rules
     )
-    # The entry itself is admitted already (it is a candidate); only its sources are asked.
-    not_admitted = ~Q(ancestor_id=F("entry_id")) & ~Exists(admitted)
-    failing: Any = not_admitted | Exists(foreign_org) | Exists(unmet_evidence)
+    failing = Q(Exists(_foreign_org(entry, reader.organization_id))) | Q(Exists(unmet_evidence))
     if reader.person_id is not None:
-        failing |= Exists(Exclusion.objects.filter(entry_id=ancestor, person_id=reader.person_id))
+        excluded = Exclusion.objects.filter(entry_id=entry, person_id=reader.person_id)
+        failing |= Q(Exists(excluded))
     if reader.circle_id is not None:
         # [V10, H5] Members as of this read: someone who joins later and had taken their part
         # back hides the entry from the group from then on.
         members = ChannelMember.objects.filter(channel_id=reader.circle_id).values("person_id")
-        failing |= Exists(Exclusion.objects.filter(entry_id=ancestor, person_id__in=members))
-    return Closure.objects.filter(entry_id=entry).filter(failing)
+        failing |= Q(Exists(Exclusion.objects.filter(entry_id=entry, person_id__in=members)))
+    return failing
+
+
+def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
+    """Closure rows of the outer `entry` whose entry fails the local rule for `reader`."""
+    ancestor = OuterRef("ancestor_id")
+    admitted = EntryTag.objects.filter(entry_id=ancestor, tag__in=reader.for_tags)
+    # The entry itself is admitted already (it is a candidate); only its sources are asked.
+    not_admitted = ~Q(ancestor_id=F("entry_id")) & ~Exists(admitted)
+    return Closure.objects.filter(entry_id=entry).filter(
+        not_admitted | _failing_locally(reader, ancestor)
+    )
+
+
+def _passing(*, pool_id: str, reader: Reader) -> QuerySet[EntryTag, str]:
+    """Ids of the pool's entries that pass the local rule for `reader`: admitted by a `for:`
+    tag [V4](c) and failing nothing else. A source in another pool is missing [V4](e), so
+    every dependency of a sound entry is in the pool."""
+    return (
+        EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags)
+        .exclude(_failing_locally(reader, OuterRef("entry_id")))
+        .values_list("entry_id", flat=True)
+    )
 
 
 def _usable(*, active_only: bool, prefix: str = "") -> Q:
@@ -174,6 +193,30 @@ def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Query
     """
     return admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only).filter(
         ~Exists(_failing_dependencies(reader, OuterRef("pk")))
+    )
+
+
+def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
+    """`visible_entries`, for reads that check every admitted entry (a listing, whole or by
+    page; learning's context) rather than a few of them.
+
+    The local rule is checked once per admitted entry, and each dependency is looked up among
+    those that pass (a hashed set on PostgreSQL), rather than checked again for every closure
+    row that names it. For the [Q1] reader (984 entries, 2,070 closure rows): 1,030 admitted
+    entries checked, three index probes each, instead of up to four for each of the 2,070
+    rows; the prepared statement 37 -> 31 ms [Q4]. For a few entries (by id, a search's
+    candidates) that set costs more than it saves.
+    """
+    failing = Closure.objects.filter(entry_id=OuterRef("pk")).exclude(
+        ancestor_id__in=_passing(pool_id=pool_id, reader=reader)
+    )
+    # The first failing dependency's id, none if it passes (`ancestor_id` is never null): as
+    # `NOT EXISTS`, PostgreSQL turned it into a hash join over the pool's whole closure.
+    first_failing = Subquery(failing.values("ancestor_id")[:1])
+    return (
+        admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
+        .alias(first_failing=first_failing)
+        .filter(first_failing__isnull=True)
     )
 
 

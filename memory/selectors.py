@@ -18,6 +18,7 @@ from django.db.models.expressions import RawSQL
 from memory.access import (
     Reader,
     any_visible,
+    every_visible_entry,
     valid_in_organization,
     visible_entries,
     visible_ids,
@@ -161,7 +162,7 @@ def entry_page_for_reader(
             listed = _all_for_reader(shape, checks=())
             version = listed[0]["pool_version"] if listed else pool_version(pool_id)
             return _opened_entries(listed), version or 0, None
-        entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
+        entries = every_visible_entry(pool_id=pool_id, reader=reader, active_only=False)
         for tag in tags:
             entries = entries.filter(tag_rows__tag=tag)
         if after is not None:
@@ -273,7 +274,7 @@ def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) 
 
 def _filtered(shape: Shape) -> QuerySet[Entry]:
     """The listing's entries for the shape's stand-in reader and tags [V4, V6]."""
-    entries = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
+    entries = every_visible_entry(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
     for tag in tag_stand_ins(shape):
         entries = entries.filter(tag_rows__tag=tag)
     return entries
@@ -465,7 +466,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
     with pool_read(pool_id):
         reader = reader.as_of_now()
         ids = list(
-            visible_entries(pool_id=pool_id, reader=reader, active_only=True).values_list(
+            every_visible_entry(pool_id=pool_id, reader=reader, active_only=True).values_list(
                 "id", flat=True
             )[:limit]
         )

@@ -68,6 +68,16 @@ def test_a_compiled_query_is_prepared_the_second_time_a_connection_runs_it(world
     assert prepared() == [(2, 0)]
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's JIT")
+def test_postgresql_does_not_jit_compile_the_queries(world: World) -> None:
+    """[Q4] A full listing's access check is estimated far above `jit_above_cost`: with JIT
+    on, PostgreSQL compiled the statement on every call, 244 ms instead of 31 for the
+    984-entry reader of the benchmark."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == ("off",)
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's health check")
 @pytest.mark.django_db(transaction=True)
 def test_a_compiled_query_replaces_a_kept_connection_that_died() -> None:
