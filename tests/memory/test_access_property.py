@@ -5,12 +5,13 @@ pinned entries, observations over them, imports from older versions with cycles,
 sources and missing evidence, invalidations, retractions, Forget, channel membership changes,
 entries of another organization, purges — while the test keeps its own in-memory model of the
 pool. Then, for every reader (each person in each of their organizations, each channel
-circle), the visible set from `visible_entries` must equal what the reference computes from
-that model: [V4] (a)–(e) read literally, never the derived `Closure`/`sound` columns.
+circle), the visible set from `visible_entries` and from `every_visible_entry` must equal what
+the reference computes from that model: [V4] (a)–(e) read literally, never the derived `Closure`/`sound` columns.
 
 Examples: `OPENBOT_ACCESS_EXAMPLES` (default 1,000 on PostgreSQL, 200 on SQLite).
 """
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from memory.access import Reader, audience_allowed, visible_entries
+from memory.access import Reader, audience_allowed, every_visible_entry, visible_entries
 from memory.models import Change, Entry
 from memory.selectors import entries_for_reader, validate_references
 from memory.services import (
@@ -605,17 +606,19 @@ OPERATIONS = [
 def check_every_reader(world: Tenancy, model: PoolModel) -> None:
     check_every_listing(world, model)
     shown: set[str] = set()
+    # [Q4] Both ways of checking: each closure row, and the set of entries that pass.
+    ways = (visible_entries, every_visible_entry)
     for ref_reader, reader in world.readers():
-        for active_only in (False, True):
+        for active_only, way in itertools.product((False, True), ways):
             rows = list(
-                visible_entries(
-                    pool_id=world.bot.id, reader=reader, active_only=active_only
-                ).values_list("rank", "updated_at", "id")
+                way(pool_id=world.bot.id, reader=reader, active_only=active_only).values_list(
+                    "rank", "updated_at", "id"
+                )
             )
             expected = model.visible(ref_reader, active_only=active_only)
             actual = {entry_id for _, _, entry_id in rows}
             assert actual == expected, (
-                f"{ref_reader} active_only={active_only}: "
+                f"{ref_reader} active_only={active_only} {way.__name__}: "
                 f"shown but hidden by [V4]: {sorted(actual - expected)}; "
                 f"hidden but allowed by [V4]: {sorted(expected - actual)}"
             )
