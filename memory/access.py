@@ -16,6 +16,10 @@ reachable — derived on write by memory.graph) and E *and every entry it depend
 deferred and is decrypted only for the rows a caller returns. Channel membership is read at
 the moment of the read [H5]. [V9] This proves access to the sources the memory bot named; it
 cannot prove that a model named every input that shaped its answer.
+
+The dependencies are checked one of two ways, with one local rule (`_failing_locally`): each
+closure row on its own (`visible_entries`, for reads of a few entries), or looked up in the
+set of admitted entries that pass (`every_visible_entry`, for reads that check them all) [Q4].
 """
 
 from collections.abc import Callable, Iterable, Iterator

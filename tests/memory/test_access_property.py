@@ -6,7 +6,8 @@ sources and missing evidence, invalidations, retractions, Forget, channel member
 entries of another organization, purges — while the test keeps its own in-memory model of the
 pool. Then, for every reader (each person in each of their organizations, each channel
 circle), the visible set from `visible_entries` and from `every_visible_entry` must equal what
-the reference computes from that model: [V4] (a)–(e) read literally, never the derived `Closure`/`sound` columns.
+the reference computes from that model: [V4] (a)–(e) read literally, never the derived
+`Closure`/`sound` columns.
 
 Examples: `OPENBOT_ACCESS_EXAMPLES` (default 1,000 on PostgreSQL, 200 on SQLite).
 """
