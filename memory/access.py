@@ -1,4 +1,4 @@
-"""The access rule [V1–V9]: the only code that answers "may this reader see this entry".
+"""The access rule [V1–V10]: the only code that answers "may this reader see this entry".
 
 A reader is a person reading in an organization, or a reader circle (a channel group, the
 readers of an answer in a group chat). Reader X may see entry E iff E is structurally sound
@@ -155,7 +155,7 @@ def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
 def _passing(*, pool_id: str, reader: Reader) -> QuerySet[EntryTag, str]:
     """Ids of the pool's entries that pass the local rule for `reader`: admitted by a `for:`
     tag [V4](c) and failing nothing else. A source in another pool is missing [V4](e), so
-    every dependency of a sound entry is in the pool."""
+    every dependency of a sound entry is in the pool; an entry's tags carry its pool's id."""
     return (
         EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags)
         .exclude(_failing_locally(reader, OuterRef("entry_id")))
@@ -173,7 +173,8 @@ def _usable(*, active_only: bool, prefix: str = "") -> Q:
 
 def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
     """Entries of the pool with a `for:` tag that admits `reader` [V4](c), in memory order [E6]:
-    the candidates of `visible_entries`, before their dependencies are checked.
+    the candidates of `visible_entries` and `every_visible_entry`, before their dependencies
+    are checked.
 
     The admitted `for:` tag drives the query from the (pool, tag) index, so the cost grows
     with what the reader may see, not with the pool [Q1].
@@ -205,11 +206,12 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
     page; learning's context) rather than a few of them.
 
     The local rule is checked once per admitted entry, and each dependency is looked up among
-    those that pass (a hashed set on PostgreSQL), rather than checked again for every closure
-    row that names it. For the [Q1] reader (984 entries, 2,070 closure rows): 1,030 admitted
-    entries checked, three index probes each, instead of up to four for each of the 2,070
-    rows; the prepared statement 37 -> 31 ms [Q4]. For a few entries (by id, a search's
-    candidates) that set costs more than it saves.
+    those that pass (hashed once on PostgreSQL, while the set fits in `work_mem`), rather than
+    checked again for every closure row that names it. For the [Q1] reader (984 entries, 2,070
+    closure rows): 1,030 admitted entries checked, three index probes each, instead of up to
+    four for each of the 2,070 rows; the prepared statement 37 -> 31 ms [Q4]. For a few
+    entries (by id, a search's candidates, `context`'s windows) that set costs more than it
+    saves.
     """
     failing = Closure.objects.filter(entry_id=OuterRef("pk")).exclude(
         ancestor_id__in=_passing(pool_id=pool_id, reader=reader)

@@ -75,8 +75,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # [Q4] No JIT either: the estimate of a full listing's access check counts the set of
     # entries that pass (memory.access.every_visible_entry) once per entry, far above
     # `jit_above_cost`, and PostgreSQL compiled the statement on every call: 244 ms instead of
-    # 31 for the 984-entry reader. Behind a pooler, which passes no options, set `jit = off` for
-    # the role on the server (README).
+    # 31 for the 984-entry reader. Without preparing (0, as behind a pooler, which refuses or
+    # drops connection options) nothing is sent: set `jit = off` for the role on the server.
     if threshold:
         server_options = "-c plan_cache_mode=force_generic_plan -c jit=off"
         options["options"] = f"{options.get('options', '')} {server_options}".strip()

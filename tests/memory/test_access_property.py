@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from memory.access import Reader, audience_allowed, every_visible_entry, visible_entries
 from memory.models import Change, Entry
-from memory.selectors import entries_for_reader, validate_references
+from memory.selectors import entries_for_reader, entry_page_for_reader, validate_references
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
@@ -672,6 +672,16 @@ def check_every_listing(world: Tenancy, model: PoolModel) -> None:
                 RefReader(organization=organization_id, person=person_id), active_only=False
             )
             assert {entry["id"] for entry in listed} == expected, f"{person_id} listing"
+            # The same listing by pages of two, under the pool's lock.
+            paged, after = [], None
+            while True:
+                page, _, after = entry_page_for_reader(
+                    pool_id=world.bot.id, reader=reader, tags=[], after=after, limit=2
+                )
+                paged += [entry["id"] for entry in page]
+                if after is None:
+                    break
+            assert paged == [entry["id"] for entry in listed], f"{person_id} pages"
 
 
 @random_pools(example_count())

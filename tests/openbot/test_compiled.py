@@ -68,7 +68,10 @@ def test_a_compiled_query_is_prepared_the_second_time_a_connection_runs_it(world
     assert prepared() == [(2, 0)]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's JIT")
+@pytest.mark.skipif(
+    connection.vendor != "postgresql" or not connection.settings_dict["OPTIONS"].get("options"),
+    reason="PostgreSQL with its connection options (none with DATABASE_PREPARE_THRESHOLD=0)",
+)
 def test_postgresql_does_not_jit_compile_the_queries(world: World) -> None:
     """[Q4] A full listing's access check is estimated far above `jit_above_cost`: with JIT
     on, PostgreSQL compiled the statement on every call, 244 ms instead of 31 for the
