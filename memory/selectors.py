@@ -144,7 +144,7 @@ def entry_page_for_reader(
 ) -> tuple[list[dict[str, Any]], int, Position | None]:
     """[A1, A10] The reader's entries after `after` in memory order, at most `limit` of them
     (all without a limit), the version, and the position to read on from (None at the end)."""
-    if after is None and limit is None:
+    if after is None and limit is None and _rights_in_statement(reader):
         # [L1, Q4] One statement with the rights last read, checked in its own snapshot; again
         # with the rights it saw if they were others; under the lock if neither stands.
         guessed = reader.as_guessed()
@@ -241,15 +241,20 @@ def _check_columns(shape: Shape, checks: tuple[str, ...]) -> dict[str, Any]:
     return columns
 
 
+def _rights_in_statement(reader: Reader) -> bool:
+    """Whether a statement can read the reader's rights again in its own snapshot
+    (`rights_seen` covers a person reading through a bot of their organization; other readers
+    have none to read). A person reading a bot of another organization is read under the lock."""
+    bot = reader.bot if reader.person_id is not None else None
+    return bot is None or bot.organization_id == reader.organization_id
+
+
 def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) -> _Listing:
     """[L1, Q4] Every entry of `entries_for_reader` and the version in one statement, which
     stands if its checks say so; nothing is decrypted before. It reads no entry unless it took
     the lock; an empty answer has no row for the checks, so one more statement reads them with
-    whether the reader sees anything. A bot of another organization is not checked here: read
-    under the lock."""
+    whether the reader sees anything. For readers of `_rights_in_statement` only."""
     bot = reader.bot if reader.person_id is not None else None
-    if bot is not None and bot.organization_id != reader.organization_id:
-        return _Listing(None)
     shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
     checks = _CHECKS if bot is None else _PERSON_CHECKS
     rows = _all_for_reader(shape, checks=checks)

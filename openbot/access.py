@@ -161,10 +161,7 @@ def _keep_guess(key: tuple[str, str, str], channels: Iterable[str], bot_user: bo
 
 
 def rights_guess(*, bot: Bot, person_id: str, organization_id: str) -> tuple[frozenset[str], bool]:
-    """The person's rights as last read in this process, else read now (`rights_of`); none
-    through a bot of another organization, which `rights_seen` does not cover."""
-    if bot.organization_id != organization_id:
-        return frozenset(), False
+    """The person's rights as last read in this process, else read now (`rights_of`)."""
     found = _guesses.get((bot.id, person_id, organization_id))
     if found is not None:
         return found
