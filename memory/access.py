@@ -245,31 +245,42 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
     return bool(compiled(("any_visible", active_only, shape.key), build).rows(shape.values))
 
 
+# The first window of `visible_in_order`; each next window is twice the one before.
+FIRST_WINDOW = 32
+
+
+def in_memory_order(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Any, Any]:
+    """The admitted entries in memory order, each with whether a dependency fails the local
+    rule for `reader` (`blocked`): for reads that stop early and take a window of it.
+
+    Ordering the admitted entries is cheap (one index-only step each); checking their
+    dependencies is not. PostgreSQL evaluates the check after the sort and limit, for the
+    window's rows only, rather than checking every admitted entry and then sorting what
+    passes [Q1]. Admitted already, a row is visible unless `blocked`, as in `visible_entries`.
+    """
+    admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
+    return admitted.annotate(blocked=Exists(_failing_dependencies(reader, OuterRef("pk"))))
+
+
 def visible_in_order(
     *, pool_id: str, reader: Reader, active_only: bool
 ) -> Iterator[tuple[str, int]]:
     """(id, content length) of the entries `reader` may see, in memory order, for callers that
-    stop early ([S1] context); read it under the pool's lock [L1].
+    stop early ([S1] context); read it under the pool's lock [L1], which keeps each window
+    admitted until it is checked.
 
-    Ordering the admitted entries is cheap (one index-only step each); checking their
-    dependencies is not. So the admitted entries are read in growing windows and only the
-    windows a caller reaches are checked, rather than checking every admitted entry and then
-    sorting what passes [Q1]. The window is admitted already (the pool's lock keeps it so):
-    only its dependencies are left to check, as in `visible_entries`, in the window's own
-    query; PostgreSQL evaluates the check after the sort and limit, for the window's rows
-    only. Each window's query is compiled once per reader shape [Q4].
+    `in_memory_order` is read in growing windows and only the windows a caller reaches are
+    checked. Each window's query is compiled once per reader shape [Q4].
     """
     shape = shape_of(pool_id=pool_id, reader=reader)
-    start, size = 0, 32
+    start, size = 0, FIRST_WINDOW
     while True:
 
         def build(start: int = start, size: int = size) -> QuerySet[Any, Any]:
-            admitted = admitted_entries(
+            ordered = in_memory_order(
                 pool_id=shape.pool_id, reader=shape.reader, active_only=active_only
             )
-            failing = _failing_dependencies(shape.reader, OuterRef("pk"))
-            checked = admitted.annotate(blocked=Exists(failing))
-            return checked.values("id", "content_length", "blocked")[start : start + size]
+            return ordered.values("id", "content_length", "blocked")[start : start + size]
 
         key = ("visible_in_order", active_only, start, size, shape.key)
         window = compiled(key, build).rows(shape.values)

@@ -8,17 +8,20 @@ a pool or check access one entry at a time themselves.
 
 import json
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import connection
 from django.db.models import Count, Exists, Q, QuerySet, Subquery, TextField
 from django.db.models.expressions import RawSQL
 
 from memory.access import (
+    FIRST_WINDOW,
     Reader,
     any_visible,
     every_visible_entry,
+    in_memory_order,
     valid_in_organization,
     visible_entries,
     visible_ids,
@@ -34,6 +37,7 @@ from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 
 CONTEXT_LINE_OVERHEAD = len("- \n")
+T = TypeVar("T")
 
 
 def pool_settings(pool_id: str) -> Pool:
@@ -144,17 +148,14 @@ def entry_page_for_reader(
 ) -> tuple[list[dict[str, Any]], int, Position | None]:
     """[A1, A10] The reader's entries after `after` in memory order, at most `limit` of them
     (all without a limit), the version, and the position to read on from (None at the end)."""
-    if after is None and limit is None and _rights_in_statement(reader):
-        # [L1, Q4] One statement with the rights last read, checked in its own snapshot; again
-        # with the rights it saw if they were others; under the lock if neither stands.
-        guessed = reader.as_guessed()
-        listing = _listing_outside_the_lock(pool_id=pool_id, reader=guessed, tags=tags)
-        if listing.rights is not None:
-            channel_ids, bot_user = listing.rights
-            seen = replace(reader, channel_ids=channel_ids, bot_user=bot_user)
-            listing = _listing_outside_the_lock(pool_id=pool_id, reader=seen, tags=tags)
-        if listing.entries is not None:
-            return listing.entries, listing.version, None
+    if after is None and limit is None:
+        listing = _outside_the_lock(
+            reader,
+            lambda guessed: _listing_outside_the_lock(pool_id=pool_id, reader=guessed, tags=tags),
+        )
+        if listing is not None:
+            listed, version = listing
+            return listed, version, None
     with pool_read(pool_id):
         reader = reader.as_of_now()
         if after is None and limit is None:
@@ -195,30 +196,36 @@ def entry_page_for_reader(
 
 
 @dataclass(frozen=True)
-class _Listing:
-    """A full listing read outside the pool's lock: its entries and version if it stands
-    (`entries` is None if not), and the rights its statement saw if they were not the
-    reader's."""
+class _Unlocked(Generic[T]):
+    """A read of one statement outside the pool's lock: what it found if it stands (`found`
+    is None if not), and the rights its statement saw if they were not the reader's."""
 
-    entries: list[dict[str, Any]] | None
-    version: int = 0
+    found: T | None
     rights: tuple[frozenset[str], bool] | None = None
 
 
-def _listing_shape(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
-    """The listing's shape, with the values its checks need."""
+def _outside_the_lock(reader: Reader, read: Callable[[Reader], _Unlocked[T]]) -> T | None:
+    """[L1, Q4] What `read` finds in one statement with the reader's rights as last read,
+    checked in its own snapshot; again with the rights it saw if they were others. None if
+    neither stands, or if the reader's rights cannot be read in the statement: the caller
+    reads under the pool's lock then."""
+    if not _rights_in_statement(reader):
+        return None
+    read_once = read(reader.as_guessed())
+    if read_once.rights is not None:
+        channel_ids, bot_user = read_once.rights
+        read_once = read(replace(reader, channel_ids=channel_ids, bot_user=bot_user))
+    return read_once.found
+
+
+def _shape_with_checks(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
+    """A read's shape, with the values the checks of a read outside the lock need."""
     shape = shape_of(pool_id=pool_id, reader=reader, tags=tags)
     # A string, as the stand-ins' values are; the statement casts it (`shared_in_statement`).
     shape.values[stand_in("lock")] = pool_key(pool_id)
     if reader.bot is not None:
         shape.values[stand_in("bot")] = reader.bot.id
     return shape
-
-
-# [L1] The checks of a listing read outside the pool's lock, for a person reading through a bot
-# of their organization (`as_of_now` reads their rights) and for other readers.
-_PERSON_CHECKS = ("shared", "rights")
-_CHECKS = ("shared",)
 
 
 def _check_columns(shape: Shape, checks: tuple[str, ...]) -> dict[str, Any]:
@@ -249,32 +256,49 @@ def _rights_in_statement(reader: Reader) -> bool:
     return bot is None or bot.organization_id == reader.organization_id
 
 
-def _listing_outside_the_lock(*, pool_id: str, reader: Reader, tags: list[str]) -> _Listing:
+def _checks_of(reader: Reader) -> tuple[str, ...]:
+    """[L1] The checks of a read outside the pool's lock: the person's rights too, for a person
+    reading through a bot (of their organization: `_rights_in_statement`)."""
+    if reader.person_id is not None and reader.bot is not None:
+        return ("shared", "rights")
+    return ("shared",)
+
+
+def _other_rights(row: dict[str, Any], reader: Reader) -> tuple[frozenset[str], bool] | None:
+    """The person's rights in a row's `rights` check, if they are not the ones the reader
+    was read with; None if they are (or the read had none to check)."""
+    if "rights" not in row:
+        return None
+    assert reader.person_id is not None and reader.bot is not None
+    seen = rights_in(
+        row["rights"],
+        bot=reader.bot,
+        person_id=reader.person_id,
+        organization_id=reader.organization_id,
+    )
+    return None if seen == (reader.channel_ids, reader.bot_user) else seen
+
+
+def _listing_outside_the_lock(
+    *, pool_id: str, reader: Reader, tags: list[str]
+) -> _Unlocked[tuple[list[dict[str, Any]], int]]:
     """[L1, Q4] Every entry of `entries_for_reader` and the version in one statement, which
     stands if its checks say so; nothing is decrypted before. It reads no entry unless it took
     the lock; an empty answer has no row for the checks, so one more statement reads them with
-    whether the reader sees anything. For readers of `_rights_in_statement` only."""
-    bot = reader.bot if reader.person_id is not None else None
-    shape = _listing_shape(pool_id=pool_id, reader=reader, tags=tags)
-    checks = _CHECKS if bot is None else _PERSON_CHECKS
+    whether the reader sees anything."""
+    shape = _shape_with_checks(pool_id=pool_id, reader=reader, tags=tags)
+    checks = _checks_of(reader)
     rows = _all_for_reader(shape, checks=checks)
     head = rows[0] if rows else _nothing_for_reader(shape, checks=checks)
     if head is None:
-        return _Listing(None)
-    if bot is not None:
-        assert reader.person_id is not None
-        seen = rights_in(
-            head["rights"],
-            bot=bot,
-            person_id=reader.person_id,
-            organization_id=reader.organization_id,
-        )
-        if seen != (reader.channel_ids, reader.bot_user):
-            return _Listing(None, rights=seen)
+        return _Unlocked(None)
+    seen = _other_rights(head, reader)
+    if seen is not None:
+        return _Unlocked(None, rights=seen)
     if not rows and not (head["shared"] and head["nothing"]):
-        return _Listing(None)
+        return _Unlocked(None)
     version = head["pool_version"] or 0
-    return _Listing(_opened_entries(rows), version)
+    return _Unlocked((_opened_entries(rows), version))
 
 
 def _filtered(shape: Shape) -> QuerySet[Entry]:
@@ -366,26 +390,75 @@ def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> C
     relevant first [R1] — up to the first that does not fit `limit` characters; entries after
     it are not decrypted."""
     pool_id = bot.pool_bot_id
-    with pool_read(pool_id):
-        reader = reader.as_of_now()
-        chosen: list[str] = []
-        used = 0
-        for entry_id, length in (
-            visible_in_order(pool_id=pool_id, reader=reader, active_only=True)
-            if query is None
-            else relevant_in_order(pool_id=pool_id, reader=reader, query=query)
-        ):
-            if used + length + CONTEXT_LINE_OVERHEAD > limit:
-                break
-            used += length + CONTEXT_LINE_OVERHEAD
-            chosen.append(entry_id)
-        contents = _contents(chosen)
+    contents = None
+    if query is None:
+        contents = _outside_the_lock(
+            reader,
+            lambda guessed: _context_outside_the_lock(pool_id=pool_id, reader=guessed, limit=limit),
+        )
+    if contents is None:
+        with pool_read(pool_id):
+            reader = reader.as_of_now()
+            chosen, _ = _fitting(
+                visible_in_order(pool_id=pool_id, reader=reader, active_only=True)
+                if query is None
+                else relevant_in_order(pool_id=pool_id, reader=reader, query=query),
+                limit,
+            )
+            opened = _contents(chosen)
+        contents = [(entry_id, opened[entry_id]) for entry_id in chosen if entry_id in opened]
     # [X5] An entry no key opens is left out; the room it leaves is not filled.
-    used_ids = [entry_id for entry_id in chosen if entry_id in contents]
-    texts = [contents[entry_id] for entry_id in used_ids]
     return Context(
-        text="".join(f"- {text}\n" for text in texts), entry_ids=used_ids, contents=texts
+        text="".join(f"- {text}\n" for _, text in contents),
+        entry_ids=[entry_id for entry_id, _ in contents],
+        contents=[text for _, text in contents],
     )
+
+
+def _fitting(entries: Iterable[tuple[str, int]], limit: int) -> tuple[list[str], bool]:
+    """The ids of `entries` (id, content length) up to the first that does not fit `limit`
+    characters as context lines, and whether one did not fit (else they all did)."""
+    chosen: list[str] = []
+    used = 0
+    for entry_id, length in entries:
+        if used + length + CONTEXT_LINE_OVERHEAD > limit:
+            return chosen, True
+        used += length + CONTEXT_LINE_OVERHEAD
+        chosen.append(entry_id)
+    return chosen, False
+
+
+def _context_outside_the_lock(
+    *, pool_id: str, reader: Reader, limit: int
+) -> _Unlocked[list[tuple[str, str]]]:
+    """[S1, L1, Q4] `context` without a query in one statement: the first window of
+    `in_memory_order` with the sealed content of its rows, which stands if its checks say so
+    and the context ends within it; (id, content) of the entries chosen, decrypted only them.
+
+    No row (nothing admitted, or a change holds the lock) and a context longer than the
+    window are read under the lock."""
+    shape = _shape_with_checks(pool_id=pool_id, reader=reader, tags=[])
+    checks = _checks_of(reader)
+
+    def build() -> QuerySet[Any, Any]:
+        columns = _check_columns(shape, checks)
+        ordered = in_memory_order(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
+        ordered = ordered.filter(columns.pop("shared")).annotate(**columns)
+        names = ("id", "content_length", "blocked", "content", *columns)
+        return sealed_values(ordered, *names)[:FIRST_WINDOW]
+
+    window = compiled(("context", shape.key, *checks), build).rows(shape.values)
+    if not window:
+        return _Unlocked(None)
+    seen = _other_rights(window[0], reader)
+    if seen is not None:
+        return _Unlocked(None, rights=seen)
+    visible = [row for row in window if not row["blocked"]]
+    chosen, ended = _fitting(((row["id"], row["content_length"]) for row in visible), limit)
+    if not ended and len(window) == FIRST_WINDOW:
+        return _Unlocked(None)
+    opened = readable_rows(Entry, visible[: len(chosen)])
+    return _Unlocked([(row["id"], row["content"]) for row in opened])
 
 
 def has_entries(bot: Bot, reader: Reader) -> bool:

@@ -24,7 +24,12 @@ from hypothesis import strategies as st
 
 from memory.access import Reader, audience_allowed, every_visible_entry, visible_entries
 from memory.models import Change, Entry
-from memory.selectors import entries_for_reader, entry_page_for_reader, validate_references
+from memory.selectors import (
+    context,
+    entries_for_reader,
+    entry_page_for_reader,
+    validate_references,
+)
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
@@ -41,6 +46,8 @@ from openbot.errors import Conflict
 from openbot.models import Bot, Channel, ChannelMember, Grant, Organization, Person
 
 EXAMPLES_ENV = "OPENBOT_ACCESS_EXAMPLES"
+# Room for every entry of a random pool in `context`, so that it stops at none.
+CONTEXT_ROOM = 100_000
 ACTIVE, INVALIDATED, RETRACTED = (
     Entry.Status.ACTIVE,
     Entry.Status.INVALIDATED,
@@ -626,6 +633,10 @@ def check_every_reader(world: Tenancy, model: PoolModel) -> None:
             # [E6] Memory order: pinned first, then updatedAt descending, then id.
             assert rows == sorted(rows, key=lambda row: (row[0], -row[1], row[2]))
             shown |= actual
+        # [S1] Their context without a query: every active entry they see, in memory order.
+        in_order = every_visible_entry(pool_id=world.bot.id, reader=reader, active_only=True)
+        used = context(world.bot_of(reader.organization_id), reader, CONTEXT_ROOM).entry_ids
+        assert used == list(in_order.values_list("id", flat=True)), f"{ref_reader} context"
     # What the examples exercised (`--hypothesis-show-statistics`).
     hidden = set(model.entries) - shown
     event(f"entries visible to someone: {min(len(shown), 6)}{'+' if len(shown) >= 6 else ''}")
@@ -682,6 +693,15 @@ def check_every_listing(world: Tenancy, model: PoolModel) -> None:
                 if after is None:
                     break
             assert paged == [entry["id"] for entry in listed], f"{person_id} pages"
+            # [S1] Their context without a query, one statement on the same guessed rights:
+            # the active entries of the listing, in its order.
+            active = model.visible(
+                RefReader(organization=organization_id, person=person_id), active_only=True
+            )
+            used = context(world.bot_of(organization_id), reader, CONTEXT_ROOM).entry_ids
+            assert used == [entry["id"] for entry in listed if entry["id"] in active], (
+                f"{person_id} context"
+            )
 
 
 @random_pools(example_count())
@@ -907,8 +927,6 @@ def test_validate_references_refuses_a_forgotten_source(small: Small) -> None:
 
 def test_validate_references_ignores_new_entries_past_the_limit(small: Small) -> None:
     """[S3] New entries that push old text past the context limit do not invalidate it."""
-    from memory.selectors import context
-
     fact = small.fact(rule=f"person:{small.alice}", audience=f"for:person:{small.alice}")
     alice = small.reader(small.alice)
     used = context(small.world.bot, alice, limit=100)

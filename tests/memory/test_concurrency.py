@@ -1,8 +1,9 @@
 """[L1, Q3] Reads never mix old rights with new contents (PostgreSQL only).
 
 Readers run in threads with their own connections, each read done the way the memory route
-does it: one `entries_for_reader` call for a reader whose rights it reads itself (as last read
-in the process, checked in the listing's own statement, or under the pool's lock). A writer in
+does it (one `entries_for_reader` call) or a turn's enrichment does it (`context` without a
+query), for a reader whose rights it reads itself: as last read in the process, checked in the
+read's own statement, or under the pool's lock. A writer in
 parallel first revokes a source — the reader leaves the channel, or a source is invalidated —
 and then adds new content. A read may show the old state (source visible, new entry absent) or
 the new one (source hidden, new entry present), never the new entry together with the revoked
@@ -21,7 +22,7 @@ from django.db import OperationalError, connection, connections, transaction
 from memory.access import Reader
 from memory.lock import pool_read, pool_write
 from memory.models import Change, Entry
-from memory.selectors import entries_for_reader
+from memory.selectors import context, entries_for_reader
 from memory.services import (
     ItemEvidence,
     entry_create_in,
@@ -49,22 +50,26 @@ class Place:
     bot: Bot
     alice: Person
     carol: Person
+    # "listing" (GET memory) or "context" (a turn's enrichment, no query).
+    way: str
 
     def read(self) -> set[str]:
-        """One read, as GET memory does it."""
+        """One read of alice's entries."""
         reader = Reader(organization_id=self.org.id, person_id=self.alice.id, bot=self.bot)
+        if self.way == "context":
+            return set(context(self.bot, reader, limit=1_000_000).entry_ids)
         entries, _ = entries_for_reader(pool_id=self.bot.id, reader=reader, tags=[])
         return {entry["id"] for entry in entries}
 
 
-@pytest.fixture
-def place() -> Place:
+@pytest.fixture(params=["listing", "context"])
+def place(request: pytest.FixtureRequest) -> Place:
     org = services.organization_create(name="Org")
     alice = services.person_create(organization=org, name="alice")
     carol = services.person_create(organization=org, name="carol")
     bot = services.bot_create(organization=org)
     services.grant_set(bot=bot, level="read", organization=org)
-    return Place(org=org, bot=bot, alice=alice, carol=carol)
+    return Place(org=org, bot=bot, alice=alice, carol=carol, way=request.param)
 
 
 @dataclass
@@ -294,8 +299,8 @@ def test_a_reader_waits_for_the_change_and_then_sees_it(place: Place) -> None:
 
 
 def test_a_reader_who_sees_entries_waits_for_the_change_too(place: Place) -> None:
-    """[L1, Q4] The listing of a reader who sees entries is one statement outside a
-    transaction; it takes the lock shared too, and reads again under it when a change holds
+    """[L1, Q4] The listing or context of a reader who sees entries is one statement outside
+    a transaction; it takes the lock shared too, and reads again under it when a change holds
     it."""
     before = entry_remember(
         pool_id=place.bot.id,

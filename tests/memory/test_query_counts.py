@@ -30,8 +30,11 @@ GET_LOG = 9 + LOCK
 # version in one statement; the change and its index row.
 REMEMBER = 14 + LOCK
 FORGET = 15 + LOCK
-# In-process: BEGIN, lock, rights, the read (context: a window and the contents), COMMIT.
-CONTEXT = 5 + LOCK
+# In-process: the rights (the first time in this process; later they are guessed) and one
+# statement: the first window with its contents, checked in its own snapshot [L1]
+# (`test_reads_in_one_statement`).
+CONTEXT = 2
+# BEGIN, lock, rights, the read, COMMIT.
 HAS_ENTRIES = 4 + LOCK
 
 

@@ -1,16 +1,20 @@
-"""[L1, H5, Q4] A full listing is one statement: it uses the rights last read for the reader in
-this process as a guess, reads them again in its own snapshot, and stands only if they match.
+"""[L1, H5, Q4] A full listing and a `context` without a query are one statement each: they use
+the rights last read for the reader in this process as a guess, read them again in their own
+snapshot, and stand only if they match.
 
 A wrong guess never shows anything: the statement is run again with the rights it saw (or,
-failing that, under the pool's lock). These tests change a person's rights between two
-listings, so the second one starts from a stale guess.
+failing that, under the pool's lock). These tests change a person's rights between two reads,
+so the second one starts from a stale guess.
 """
 
+from collections.abc import Callable
 from typing import Any
 
-from memory.access import Reader
+import pytest
+
+from memory.access import FIRST_WINDOW, Reader
 from memory.models import Change, Entry
-from memory.selectors import entries_for_reader
+from memory.selectors import context, entries_for_reader
 from memory.services import ItemEvidence, entry_create_in, entry_remember, pool_change
 from openbot import services
 from openbot.models import Channel, ChannelMember
@@ -19,10 +23,22 @@ from tests.factories import Actor, ChatFactory, ItemFactory
 from tests.memory.builders import fact
 
 
+def reader_of(world: World, actor: Actor) -> Reader:
+    return Reader(organization_id=world.org.id, person_id=actor.person.id, bot=world.bot)
+
+
 def listed(world: World, actor: Actor) -> set[str]:
-    reader = Reader(organization_id=world.org.id, person_id=actor.person.id, bot=world.bot)
-    entries, _ = entries_for_reader(pool_id=world.bot.id, reader=reader, tags=[])
+    entries, _ = entries_for_reader(pool_id=world.bot.id, reader=reader_of(world, actor), tags=[])
     return {entry["id"] for entry in entries}
+
+
+def in_context(world: World, actor: Actor) -> set[str]:
+    """[S1] The entries of `context` without a query; here every entry is active and fits."""
+    return set(context(world.bot, reader_of(world, actor), limit=10_000).entry_ids)
+
+
+Read = Callable[[World, Actor], set[str]]
+reads = pytest.mark.parametrize("read", [listed, in_context])
 
 
 def pinned(world: World, actor: Actor) -> str:
@@ -40,30 +56,38 @@ def group_fact(world: World) -> str:
     return fact([ItemFactory.create(chat=chat, person=world.alice.person)]).id
 
 
-def test_leaving_a_channel_between_two_listings_hides_what_it_gave(world: World) -> None:
+@reads
+def test_leaving_a_channel_between_two_reads_hides_what_it_gave(world: World, read: Read) -> None:
     own, group = pinned(world, world.carol), group_fact(world)
-    assert listed(world, world.carol) == {own, group}
+    assert read(world, world.carol) == {own, group}
     services.channel_member_remove(channel=world.channel, person=world.carol.person)
-    assert listed(world, world.carol) == {own}
+    assert read(world, world.carol) == {own}
 
 
-def test_joining_a_channel_between_two_listings_shows_what_it_gives(world: World) -> None:
+@reads
+def test_joining_a_channel_between_two_reads_shows_what_it_gives(world: World, read: Read) -> None:
     own, group = pinned(world, world.bob), group_fact(world)
-    assert listed(world, world.bob) == {own}
+    assert read(world, world.bob) == {own}
     services.channel_member_add(channel=world.channel, person=world.bob.person)
-    assert listed(world, world.bob) == {own, group}
+    assert read(world, world.bob) == {own, group}
 
 
-def test_joining_a_channel_after_an_empty_listing_shows_what_it_gives(world: World) -> None:
-    """An empty answer has no row to carry the rights: they are read with whether the reader
-    sees anything, in one more statement."""
+@reads
+def test_joining_a_channel_after_an_empty_read_shows_what_it_gives(
+    world: World, read: Read
+) -> None:
+    """An empty answer has no row to carry the rights: a listing reads them with whether the
+    reader sees anything, in one more statement; a context reads under the pool's lock."""
     group = group_fact(world)
-    assert listed(world, world.bob) == set()
+    assert read(world, world.bob) == set()
     services.channel_member_add(channel=world.channel, person=world.bob.person)
-    assert listed(world, world.bob) == {group}
+    assert read(world, world.bob) == {group}
 
 
-def test_losing_the_bot_between_two_listings_hides_what_is_for_its_users(world: World) -> None:
+@reads
+def test_losing_the_bot_between_two_reads_hides_what_is_for_its_users(
+    world: World, read: Read
+) -> None:
     """[H6] bob uses the bot through the organization's grant: `for:bot` admits him until the
     grant goes."""
     own = pinned(world, world.bob)
@@ -75,9 +99,9 @@ def test_losing_the_bot_between_two_listings_hides_what_is_for_its_users(world: 
             tags=["for:bot", f"org:{world.org.id}"],
             evidence=[ItemEvidence("", 0, f"person:{world.bob.person.id}", world.org.id)],
         ).id
-    assert listed(world, world.bob) == {own, for_users}
+    assert read(world, world.bob) == {own, for_users}
     services.grant_revoke(bot=world.bot, organization=world.org)
-    assert listed(world, world.bob) == {own}
+    assert read(world, world.bob) == {own}
 
 
 def test_a_listing_read_again_is_one_statement(
@@ -88,6 +112,30 @@ def test_a_listing_read_again_is_one_statement(
     listed(world, world.carol)
     with django_assert_num_queries(1):
         assert listed(world, world.carol) == {own, group}
+
+
+def test_a_context_read_again_is_one_statement(
+    world: World, django_assert_num_queries: Any
+) -> None:
+    """[S1, Q4] Its first window, the content of the entries chosen and the checks in one
+    statement: no BEGIN, lock, rights or COMMIT of their own."""
+    own, group = pinned(world, world.carol), group_fact(world)
+    in_context(world, world.carol)
+    with django_assert_num_queries(1):
+        assert in_context(world, world.carol) == {own, group}
+
+
+def test_a_context_longer_than_its_first_window_is_read_under_the_lock(world: World) -> None:
+    """The entries past the first window are read under the pool's lock: all of them, in
+    memory order."""
+    for _ in range(FIRST_WINDOW + 3):
+        pinned(world, world.carol)
+    reader = reader_of(world, world.carol)
+    entries, _ = entries_for_reader(pool_id=world.bot.id, reader=reader, tags=[])
+    in_order = [entry["id"] for entry in entries]
+    assert context(world.bot, reader, limit=100_000).entry_ids == in_order
+    # A limit the first window holds ends there: five lines of "- pinned for carol\n".
+    assert context(world.bot, reader, limit=100).entry_ids == in_order[:5]
 
 
 def test_an_empty_listing_read_again_is_two_statements(
