@@ -30,8 +30,10 @@ from memory.models import (
     Exclusion,
     Pool,
 )
+from openbot import compiled
 from openbot.clock import now_ms
 from openbot.errors import ApplicationError, Conflict, invalid
+from openbot.fields import encrypt
 
 TOPIC = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 PURGE_KINDS = ("from", "chat", "org", "channel")
@@ -109,17 +111,59 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
             graph.refresh(pool_id=pool_id, changed_ids=change.structural)
         if not (change.touched or always):
             return
-        change.version = _version_next(pool_id)
+        change.version = _logged(change)
+
+
+def _logged(change: PoolChange) -> int:
+    """[E7] Take the pool's next version and log the change with the entries it touched, in
+    their order; the pool's row is created at its first change. On PostgreSQL one statement
+    (`_LOGGED`), as each statement of a change is a round trip under the pool's lock [Q4];
+    SQLite, in-process, takes three."""
+    operations = json.dumps(change.operations)
+    if connection.vendor != "postgresql":
+        version = _version_next(change.pool_id)
         record = Change.objects.create(
-            bot_id=pool_id,
-            version=change.version,
-            at=change.at,
-            by=by,
-            payload=json.dumps(change.operations),
+            bot_id=change.pool_id, version=version, at=change.at, by=change.by, payload=operations
         )
         ChangeEntry.objects.bulk_create(
             [ChangeEntry(change=record, entry_id=entry_id) for entry_id in change.touched]
         )
+        return version
+    with compiled.cursor() as cursor:
+        cursor.execute(
+            _LOGGED,
+            {
+                "pool": change.pool_id,
+                "at": change.at,
+                "by": change.by,
+                "payload": encrypt(operations),
+                "touched": change.touched,
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        pool_of(change.pool_id)
+        return _logged(change)
+    return int(row[0])
+
+
+# The next version, the change and its entries in their order (`ChangeEntry` ids follow it).
+_LOGGED = f"""
+    WITH version AS (
+        UPDATE {Pool._meta.db_table} SET version = version + 1 WHERE bot_id = %(pool)s
+        RETURNING version
+    ), change AS (
+        INSERT INTO {Change._meta.db_table} (bot_id, version, "at", "by", payload)
+        SELECT %(pool)s, version, %(at)s, %(by)s, %(payload)s FROM version
+        RETURNING id, version
+    ), touched AS (
+        INSERT INTO {ChangeEntry._meta.db_table} (change_id, entry_id)
+        SELECT change.id, touched.entry_id
+        FROM change, unnest(%(touched)s::varchar[]) WITH ORDINALITY AS touched(entry_id, place)
+        ORDER BY touched.place
+    )
+    SELECT version FROM change
+"""
 
 
 def _version_next(pool_id: str) -> int:

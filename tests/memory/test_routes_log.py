@@ -89,6 +89,26 @@ def test_a_change_shows_only_the_ids_you_may_see(world: World) -> None:
     assert log(world.bob, world)["changes"][0]["ids"] == [created[1].id]
 
 
+def test_a_change_lists_its_ids_in_the_order_it_touched_them(world: World) -> None:
+    """[E7] The log keeps the entries of a change in the order the change touched them (ids
+    are random, so their sorted order is another)."""
+    with pool_change(pool_id=world.bot.id, by=Change.By.PERSON) as change:
+        touched = [
+            entry_create_in(
+                change,
+                layer=Entry.Layer.PINNED,
+                content=f"note {number}",
+                tags=[f"for:person:{world.alice.person.id}", f"org:{world.org.id}"],
+                evidence=[ItemEvidence("", 0, f"person:{world.alice.person.id}", world.org.id)],
+            ).id
+            for number in range(8)
+        ]
+    assert touched != sorted(touched)
+    assert log(world.alice, world)["changes"] == [
+        {"version": 1, "at": change.at, "by": "person", "ids": touched}
+    ]
+
+
 def test_since_keeps_only_later_changes(world: World) -> None:
     for _ in range(3):
         remember(world.alice, world)
