@@ -62,7 +62,7 @@ class Reader:
         content the read shows: a person who left a channel before new content was added never
         sees that content together with what the channel gave them. Rights read before the lock
         (when the reader was built) could be, unless the read checks them in its own snapshot
-        (a full listing, `as_guessed`).
+        (a full listing, a context without a query: `as_guessed`).
         """
         return self._with_rights(rights_of)
 
@@ -171,6 +171,10 @@ def _usable(*, active_only: bool, prefix: str = "") -> Q:
     return sound & ~Q(**{f"{prefix}status": Entry.Status.RETRACTED})
 
 
+# [E6] Memory order: pinned first, then the most recently updated, then by id.
+MEMORY_ORDER = ("rank", "-updated_at", "id")
+
+
 def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
     """Entries of the pool with a `for:` tag that admits `reader` [V4](c), in memory order [E6]:
     the candidates of `visible_entries` and `every_visible_entry`, before their dependencies
@@ -186,8 +190,14 @@ def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Quer
         Entry.objects.filter(_usable(active_only=active_only), bot_id=pool_id)
         .filter(Exists(candidates))
         .defer("content")
-        .order_by("rank", "-updated_at", "id")
+        .order_by(*MEMORY_ORDER)
     )
+
+
+def blocked(reader: Reader) -> Exists:
+    """Whether the outer entry depends on an entry that fails the local rule for `reader`: an
+    admitted entry is visible unless it is blocked [V4]."""
+    return Exists(_failing_dependencies(reader, OuterRef("pk")))
 
 
 def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
@@ -197,7 +207,7 @@ def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Query
     the history view: `invalidated` entries that pass [V4] are included, `retracted` never.
     """
     return admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only).filter(
-        ~Exists(_failing_dependencies(reader, OuterRef("pk")))
+        ~blocked(reader)
     )
 
 
@@ -245,42 +255,30 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
     return bool(compiled(("any_visible", active_only, shape.key), build).rows(shape.values))
 
 
-# The first window of `visible_in_order`; each next window is twice the one before.
-FIRST_WINDOW = 32
-
-
-def in_memory_order(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Any, Any]:
-    """The admitted entries in memory order, each with whether a dependency fails the local
-    rule for `reader` (`blocked`): for reads that stop early and take a window of it.
-
-    Ordering the admitted entries is cheap (one index-only step each); checking their
-    dependencies is not. PostgreSQL evaluates the check after the sort and limit, for the
-    window's rows only, rather than checking every admitted entry and then sorting what
-    passes [Q1]. Admitted already, a row is visible unless `blocked`, as in `visible_entries`.
-    """
-    admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
-    return admitted.annotate(blocked=Exists(_failing_dependencies(reader, OuterRef("pk"))))
-
-
 def visible_in_order(
     *, pool_id: str, reader: Reader, active_only: bool
 ) -> Iterator[tuple[str, int]]:
     """(id, content length) of the entries `reader` may see, in memory order, for callers that
-    stop early ([S1] context); read it under the pool's lock [L1], which keeps each window
-    admitted until it is checked.
+    stop early ([S1] context); read it under the pool's lock [L1].
 
-    `in_memory_order` is read in growing windows and only the windows a caller reaches are
-    checked. Each window's query is compiled once per reader shape [Q4].
+    Ordering the admitted entries is cheap (one index-only step each); checking their
+    dependencies is not. So the admitted entries are read in growing windows and only the
+    windows a caller reaches are checked, rather than checking every admitted entry and then
+    sorting what passes [Q1]. The window is admitted already (the pool's lock keeps it so):
+    only `blocked` is left to check, in the window's own query; PostgreSQL evaluates it after
+    the sort and limit, for the window's rows only. Each window's query is compiled once per
+    reader shape [Q4].
     """
     shape = shape_of(pool_id=pool_id, reader=reader)
-    start, size = 0, FIRST_WINDOW
+    start, size = 0, 32
     while True:
 
         def build(start: int = start, size: int = size) -> QuerySet[Any, Any]:
-            ordered = in_memory_order(
+            admitted = admitted_entries(
                 pool_id=shape.pool_id, reader=shape.reader, active_only=active_only
             )
-            return ordered.values("id", "content_length", "blocked")[start : start + size]
+            checked = admitted.annotate(blocked=blocked(shape.reader))
+            return checked.values("id", "content_length", "blocked")[start : start + size]
 
         key = ("visible_in_order", active_only, start, size, shape.key)
         window = compiled(key, build).rows(shape.values)

@@ -93,8 +93,8 @@ COMMAND = PolymorphicProxySerializer(
 
 def reader_of(caller: Caller, bot: Bot) -> Reader:
     # [L1] Not `Reader.person`: every selector and service reads the reader's rights again,
-    # under the pool's lock (`as_of_now`) or in a full listing's own statement (`as_guessed`),
-    # so rights read here would only be read twice.
+    # under the pool's lock (`as_of_now`) or in a read's own statement (`as_guessed`), so
+    # rights read here would only be read twice.
     return Reader(organization_id=caller.organization.id, person_id=caller.person.id, bot=bot)
 
 

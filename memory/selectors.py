@@ -1,6 +1,6 @@
-"""Reads of a memory pool, each under the pool's shared lock [L1] (or, for a full listing,
-one statement that takes it if no change holds it and checks the reader's rights in its own
-snapshot) and the access rule [V4].
+"""Reads of a memory pool, each under the pool's shared lock [L1] (or, for a full listing and a
+`context` without a query, one statement that takes it if no change holds it and checks the
+reader's rights in its own snapshot) and the access rule [V4].
 
 Server callers use `context`, `has_entries` and `validate_references` [S1–S3]; they never load
 a pool or check access one entry at a time themselves.
@@ -13,15 +13,29 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from django.db import connection
-from django.db.models import Count, Exists, Q, QuerySet, Subquery, TextField
-from django.db.models.expressions import RawSQL
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    TextField,
+    Value,
+    Window,
+)
+from django.db.models.expressions import RawSQL, RowRange
+from django.db.models.functions import Cast
 
 from memory.access import (
-    FIRST_WINDOW,
+    MEMORY_ORDER,
     Reader,
+    admitted_entries,
     any_visible,
+    blocked,
     every_visible_entry,
-    in_memory_order,
     valid_in_organization,
     visible_entries,
     visible_ids,
@@ -196,7 +210,7 @@ def entry_page_for_reader(
 
 
 @dataclass(frozen=True)
-class _Unlocked(Generic[T]):
+class _UnlockedRead(Generic[T]):
     """A read of one statement outside the pool's lock: what it found if it stands (`found`
     is None if not), and the rights its statement saw if they were not the reader's."""
 
@@ -204,18 +218,18 @@ class _Unlocked(Generic[T]):
     rights: tuple[frozenset[str], bool] | None = None
 
 
-def _outside_the_lock(reader: Reader, read: Callable[[Reader], _Unlocked[T]]) -> T | None:
-    """[L1, Q4] What `read` finds in one statement with the reader's rights as last read,
-    checked in its own snapshot; again with the rights it saw if they were others. None if
-    neither stands, or if the reader's rights cannot be read in the statement: the caller
-    reads under the pool's lock then."""
+def _outside_the_lock(reader: Reader, read: Callable[[Reader], _UnlockedRead[T]]) -> T | None:
+    """[L1, Q4] What `read` finds outside the pool's lock with the reader's rights as last
+    read, which its statement checks in its own snapshot; again with the rights it saw if they
+    were others. None if neither stands, or if the reader's rights cannot be read in a
+    statement: the caller reads under the pool's lock then."""
     if not _rights_in_statement(reader):
         return None
-    read_once = read(reader.as_guessed())
-    if read_once.rights is not None:
-        channel_ids, bot_user = read_once.rights
-        read_once = read(replace(reader, channel_ids=channel_ids, bot_user=bot_user))
-    return read_once.found
+    first = read(reader.as_guessed())
+    if first.rights is None:
+        return first.found
+    channel_ids, bot_user = first.rights
+    return read(replace(reader, channel_ids=channel_ids, bot_user=bot_user)).found
 
 
 def _shape_with_checks(*, pool_id: str, reader: Reader, tags: list[str]) -> Shape:
@@ -258,7 +272,8 @@ def _rights_in_statement(reader: Reader) -> bool:
 
 def _checks_of(reader: Reader) -> tuple[str, ...]:
     """[L1] The checks of a read outside the pool's lock: the person's rights too, for a person
-    reading through a bot (of their organization: `_rights_in_statement`)."""
+    reading through a bot. Only for readers of `_rights_in_statement` (`rights_seen` reads a
+    person's rights in a bot of their own organization)."""
     if reader.person_id is not None and reader.bot is not None:
         return ("shared", "rights")
     return ("shared",)
@@ -281,7 +296,7 @@ def _other_rights(row: dict[str, Any], reader: Reader) -> tuple[frozenset[str], 
 
 def _listing_outside_the_lock(
     *, pool_id: str, reader: Reader, tags: list[str]
-) -> _Unlocked[tuple[list[dict[str, Any]], int]]:
+) -> _UnlockedRead[tuple[list[dict[str, Any]], int]]:
     """[L1, Q4] Every entry of `entries_for_reader` and the version in one statement, which
     stands if its checks say so; nothing is decrypted before. It reads no entry unless it took
     the lock; an empty answer has no row for the checks, so one more statement reads them with
@@ -291,14 +306,14 @@ def _listing_outside_the_lock(
     rows = _all_for_reader(shape, checks=checks)
     head = rows[0] if rows else _nothing_for_reader(shape, checks=checks)
     if head is None:
-        return _Unlocked(None)
+        return _UnlockedRead(None)
     seen = _other_rights(head, reader)
     if seen is not None:
-        return _Unlocked(None, rights=seen)
+        return _UnlockedRead(None, rights=seen)
     if not rows and not (head["shared"] and head["nothing"]):
-        return _Unlocked(None)
+        return _UnlockedRead(None)
     version = head["pool_version"] or 0
-    return _Unlocked((_opened_entries(rows), version))
+    return _UnlockedRead((_opened_entries(rows), version))
 
 
 def _filtered(shape: Shape) -> QuerySet[Entry]:
@@ -406,8 +421,8 @@ def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> C
                 limit,
             )
             opened = _contents(chosen)
+        # [X5] An entry no key opens is left out; the room it leaves is not filled.
         contents = [(entry_id, opened[entry_id]) for entry_id in chosen if entry_id in opened]
-    # [X5] An entry no key opens is left out; the room it leaves is not filled.
     return Context(
         text="".join(f"- {text}\n" for _, text in contents),
         entry_ids=[entry_id for entry_id, _ in contents],
@@ -430,35 +445,50 @@ def _fitting(entries: Iterable[tuple[str, int]], limit: int) -> tuple[list[str],
 
 def _context_outside_the_lock(
     *, pool_id: str, reader: Reader, limit: int
-) -> _Unlocked[list[tuple[str, str]]]:
-    """[S1, L1, Q4] `context` without a query in one statement: the first window of
-    `in_memory_order` with the sealed content of its rows, which stands if its checks say so
-    and the context ends within it; (id, content) of the entries chosen, decrypted only them.
+) -> _UnlockedRead[list[tuple[str, str]]]:
+    """[S1, L1, Q4] `context` without a query in one statement, which stands if its checks say
+    so: (id, content) of the entries chosen, decrypting only them.
 
-    No row (nothing admitted, or a change holds the lock) and a context longer than the
-    window are read under the lock."""
+    It reads the admitted entries whose line would start within `limit` if every admitted
+    entry before it were shown, with their sealed content, and checks their dependencies
+    only: the sort of the admitted entries takes one index-only step each, the check is the
+    cost [Q1]. A blocked entry among them leaves room for entries after them; if the context
+    has not ended by then, it is read under the pool's lock, as it is if the statement reads
+    nothing (nothing admitted, or a change holds the lock). The ciphertext of a blocked entry
+    is read and never opened."""
     shape = _shape_with_checks(pool_id=pool_id, reader=reader, tags=[])
+    shape.values[stand_in("limit")] = str(limit)
     checks = _checks_of(reader)
 
     def build() -> QuerySet[Any, Any]:
         columns = _check_columns(shape, checks)
-        ordered = in_memory_order(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
-        ordered = ordered.filter(columns.pop("shared")).annotate(**columns)
-        names = ("id", "content_length", "blocked", "content", *columns)
-        return sealed_values(ordered, *names)[:FIRST_WINDOW]
+        line = F("content_length") + CONTEXT_LINE_OVERHEAD
+        # Where each admitted entry's line would start if every one before it were shown.
+        start = Window(Sum(line), order_by=MEMORY_ORDER, frame=RowRange(end=0)) - line
+        room = Cast(Value(stand_in("limit")), IntegerField())
+        admitted = admitted_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
+        reached = admitted.annotate(start=start).filter(start__lt=room).values("id")
+        rows = (
+            Entry.objects.filter(id__in=reached)
+            .filter(columns.pop("shared"))
+            .annotate(blocked=blocked(shape.reader), **columns)
+            .order_by(*MEMORY_ORDER)
+        )
+        return sealed_values(rows, "id", "content_length", "blocked", "content", *columns)
 
-    window = compiled(("context", shape.key, *checks), build).rows(shape.values)
-    if not window:
-        return _Unlocked(None)
-    seen = _other_rights(window[0], reader)
+    rows = compiled(("context", shape.key, *checks), build).rows(shape.values)
+    if not rows:
+        return _UnlockedRead(None)
+    seen = _other_rights(rows[0], reader)
     if seen is not None:
-        return _Unlocked(None, rights=seen)
-    visible = [row for row in window if not row["blocked"]]
+        return _UnlockedRead(None, rights=seen)
+    visible = [row for row in rows if not row["blocked"]]
     chosen, ended = _fitting(((row["id"], row["content_length"]) for row in visible), limit)
-    if not ended and len(window) == FIRST_WINDOW:
-        return _Unlocked(None)
+    if not ended and len(visible) < len(rows):
+        return _UnlockedRead(None)
+    # [X5] An entry no key opens is left out; the room it leaves is not filled.
     opened = readable_rows(Entry, visible[: len(chosen)])
-    return _Unlocked([(row["id"], row["content"]) for row in opened])
+    return _UnlockedRead([(row["id"], row["content"]) for row in opened])
 
 
 def has_entries(bot: Bot, reader: Reader) -> bool:

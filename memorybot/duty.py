@@ -80,8 +80,9 @@ def reader_of_chat(chat: Chat, person_id: str | None) -> Reader:
     """[N2, W5] The readers of an answer: the channel group of a group chat, else the person
     of the turn (the chat's owner when a notice started it).
 
-    A person's rights are not read here: `context`, `validate_references` and
-    `learning_context` read them under the pool's lock [L1]; other callers call `as_of_now`."""
+    A person's rights are not read here: `context` reads them in its own statement or under the
+    pool's lock, `validate_references` and `learning_context` under the lock [L1]; other callers
+    call `as_of_now`."""
     if chat.channel_id is not None:
         return Reader.circle(channel_id=chat.channel_id, organization_id=chat.organization_id)
     return Reader(

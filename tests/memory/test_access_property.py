@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from memory.access import Reader, audience_allowed, every_visible_entry, visible_entries
 from memory.models import Change, Entry
 from memory.selectors import (
+    CONTEXT_LINE_OVERHEAD,
     context,
     entries_for_reader,
     entry_page_for_reader,
@@ -633,10 +634,21 @@ def check_every_reader(world: Tenancy, model: PoolModel) -> None:
             # [E6] Memory order: pinned first, then updatedAt descending, then id.
             assert rows == sorted(rows, key=lambda row: (row[0], -row[1], row[2]))
             shown |= actual
-        # [S1] Their context without a query: every active entry they see, in memory order.
-        in_order = every_visible_entry(pool_id=world.bot.id, reader=reader, active_only=True)
-        used = context(world.bot_of(reader.organization_id), reader, CONTEXT_ROOM).entry_ids
-        assert used == list(in_order.values_list("id", flat=True)), f"{ref_reader} context"
+        # [S1] Their context without a query: every active entry they see, in memory order,
+        # and with half the room those take, the ones before the first that does not fit.
+        in_order = list(
+            every_visible_entry(pool_id=world.bot.id, reader=reader, active_only=True).values_list(
+                "id", "content_length"
+            )
+        )
+        bot = world.bot_of(reader.organization_id)
+        used = context(bot, reader, CONTEXT_ROOM).entry_ids
+        assert used == [entry_id for entry_id, _ in in_order], f"{ref_reader} context"
+        lines = [length + CONTEXT_LINE_OVERHEAD for _, length in in_order]
+        room = sum(lines) // 2
+        fitting = next((end for end in range(len(lines)) if sum(lines[: end + 1]) > room), 0)
+        used = context(bot, reader, room).entry_ids
+        assert used == [entry_id for entry_id, _ in in_order[:fitting]], f"{ref_reader} {room}"
     # What the examples exercised (`--hypothesis-show-statistics`).
     hidden = set(model.entries) - shown
     event(f"entries visible to someone: {min(len(shown), 6)}{'+' if len(shown) >= 6 else ''}")

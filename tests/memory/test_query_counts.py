@@ -34,8 +34,8 @@ LOGGED = 1 if connection.vendor == "postgresql" else 3
 REMEMBER = 11 + LOGGED + LOCK
 FORGET = 12 + LOGGED + LOCK
 # In-process: the rights (the first time in this process; later they are guessed) and one
-# statement: the first window with its contents, checked in its own snapshot [L1]
-# (`test_reads_in_one_statement`).
+# statement: the entries as far as the limit reaches, with their contents, checked in its own
+# snapshot [L1] (`test_reads_in_one_statement`).
 CONTEXT = 2
 # BEGIN, lock, rights, the read, COMMIT.
 HAS_ENTRIES = 4 + LOCK

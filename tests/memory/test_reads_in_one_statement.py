@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory.access import FIRST_WINDOW, Reader
+from memory.access import Reader
 from memory.models import Change, Entry
 from memory.selectors import context, entries_for_reader
 from memory.services import ItemEvidence, entry_create_in, entry_remember, pool_change
@@ -125,17 +125,65 @@ def test_a_context_read_again_is_one_statement(
         assert in_context(world, world.carol) == {own, group}
 
 
-def test_a_context_longer_than_its_first_window_is_read_under_the_lock(world: World) -> None:
-    """The entries past the first window are read under the pool's lock: all of them, in
-    memory order."""
-    for _ in range(FIRST_WINDOW + 3):
+def test_a_long_context_is_one_statement_too(world: World, django_assert_num_queries: Any) -> None:
+    """[S1, Q4] However many entries fit: it reads as far as the limit reaches."""
+    for _ in range(40):
         pinned(world, world.carol)
     reader = reader_of(world, world.carol)
     entries, _ = entries_for_reader(pool_id=world.bot.id, reader=reader, tags=[])
     in_order = [entry["id"] for entry in entries]
     assert context(world.bot, reader, limit=100_000).entry_ids == in_order
-    # A limit the first window holds ends there: five lines of "- pinned for carol\n".
-    assert context(world.bot, reader, limit=100).entry_ids == in_order[:5]
+    with django_assert_num_queries(1):
+        # Five lines of "- pinned for carol\n" (19 characters) fit in 100, a sixth does not.
+        assert context(world.bot, reader, limit=100).entry_ids == in_order[:5]
+
+
+def blocked_for_carol(world: World, content: str) -> str:
+    """A pinned entry admitted for carol whose evidence is bob's: carol may not see it [V4]."""
+    with pool_change(pool_id=world.bot.id, by=Change.By.PERSON) as change:
+        return entry_create_in(
+            change,
+            layer=Entry.Layer.PINNED,
+            content=content,
+            tags=[f"for:person:{world.carol.person.id}", f"org:{world.org.id}"],
+            evidence=[ItemEvidence("", 0, f"person:{world.bob.person.id}", world.org.id)],
+        ).id
+
+
+def carols_facts(world: World, count: int) -> list[str]:
+    """Facts of carol's own chat, after every pinned entry in memory order [E6]."""
+    chat = ChatFactory.create(owner=world.carol, bot=world.bot)
+    return [
+        fact([ItemFactory.create(chat=chat, person=world.carol.person)]).id for _ in range(count)
+    ]
+
+
+def test_blocked_entries_that_leave_room_for_more_are_read_under_the_lock(world: World) -> None:
+    """Two blocked entries take the room of 100 characters as far as the statement can tell;
+    carol sees neither, so her five facts fit (five lines of "- a fact\n", 45 characters):
+    they lie past what the statement read, and are read under the lock."""
+    facts = carols_facts(world, 5)
+    blocked_ids = [blocked_for_carol(world, "x" * 60) for _ in range(2)]
+    reader = reader_of(world, world.carol)
+    used = context(world.bot, reader, limit=100).entry_ids
+    assert set(used) == set(facts)
+    assert not set(used) & set(blocked_ids)
+    assert context(world.bot, reader, limit=100).entry_ids == used
+
+
+def test_a_blocked_entry_before_the_end_is_left_out(
+    world: World, django_assert_num_queries: Any
+) -> None:
+    """[V4] A blocked entry among those the statement reads is skipped, and the context that
+    ends within them stands."""
+    facts = carols_facts(world, 3)
+    blocked_for_carol(world, "b")  # its line of 4 characters leaves the third fact within 25
+    reader = reader_of(world, world.carol)
+    context(world.bot, reader, limit=25)
+    with django_assert_num_queries(1):
+        used = context(world.bot, reader, limit=25).entry_ids
+    # Two lines of "- a fact\n" (9 characters) fit in 25, a third does not.
+    assert len(used) == 2 and set(used) <= set(facts)
 
 
 def test_an_empty_listing_read_again_is_two_statements(
