@@ -270,6 +270,7 @@ def visible_in_order(
     reader shape [Q4].
     """
     shape = shape_of(pool_id=pool_id, reader=reader)
+    # The first window; each next one is twice the one before.
     start, size = 0, 32
     while True:
 

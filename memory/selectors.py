@@ -14,10 +14,10 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connection
 from django.db.models import (
+    BigIntegerField,
     Count,
     Exists,
     F,
-    IntegerField,
     Q,
     QuerySet,
     Subquery,
@@ -453,9 +453,10 @@ def _context_outside_the_lock(
     entry before it were shown, with their sealed content, and checks their dependencies
     only: the sort of the admitted entries takes one index-only step each, the check is the
     cost [Q1]. A blocked entry among them leaves room for entries after them; if the context
-    has not ended by then, it is read under the pool's lock, as it is if the statement reads
-    nothing (nothing admitted, or a change holds the lock). The ciphertext of a blocked entry
-    is read and never opened."""
+    has not ended by then and admitted entries are left, it is read under the pool's lock, as
+    it is if the statement reads nothing (nothing admitted, or a change holds the lock). The
+    ciphertext of the rows read that are not chosen (blocked, or past the end) is never
+    opened."""
     shape = _shape_with_checks(pool_id=pool_id, reader=reader, tags=[])
     shape.values[stand_in("limit")] = str(limit)
     checks = _checks_of(reader)
@@ -465,7 +466,7 @@ def _context_outside_the_lock(
         line = F("content_length") + CONTEXT_LINE_OVERHEAD
         # Where each admitted entry's line would start if every one before it were shown.
         start = Window(Sum(line), order_by=MEMORY_ORDER, frame=RowRange(end=0)) - line
-        room = Cast(Value(stand_in("limit")), IntegerField())
+        room = Cast(Value(stand_in("limit")), BigIntegerField())
         admitted = admitted_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
         reached = admitted.annotate(start=start).filter(start__lt=room).values("id")
         rows = (
@@ -484,7 +485,10 @@ def _context_outside_the_lock(
         return _UnlockedRead(None, rights=seen)
     visible = [row for row in rows if not row["blocked"]]
     chosen, ended = _fitting(((row["id"], row["content_length"]) for row in visible), limit)
-    if not ended and len(visible) < len(rows):
+    # Had the lines of all rows read left room, the next admitted entry would have been read.
+    read_all = sum(row["content_length"] + CONTEXT_LINE_OVERHEAD for row in rows) < limit
+    if not (ended or read_all or len(visible) == len(rows)):
+        # A blocked entry left room for admitted entries the statement did not read.
         return _UnlockedRead(None)
     # [X5] An entry no key opens is left out; the room it leaves is not filled.
     opened = readable_rows(Entry, visible[: len(chosen)])

@@ -117,8 +117,8 @@ def test_a_listing_read_again_is_one_statement(
 def test_a_context_read_again_is_one_statement(
     world: World, django_assert_num_queries: Any
 ) -> None:
-    """[S1, Q4] Its first window, the content of the entries chosen and the checks in one
-    statement: no BEGIN, lock, rights or COMMIT of their own."""
+    """[S1, Q4] The entries as far as the limit reaches, the content of those chosen and the
+    checks in one statement: no BEGIN, lock, rights or COMMIT of their own."""
     own, group = pinned(world, world.carol), group_fact(world)
     in_context(world, world.carol)
     with django_assert_num_queries(1):
@@ -133,9 +133,12 @@ def test_a_long_context_is_one_statement_too(world: World, django_assert_num_que
     entries, _ = entries_for_reader(pool_id=world.bot.id, reader=reader, tags=[])
     in_order = [entry["id"] for entry in entries]
     assert context(world.bot, reader, limit=100_000).entry_ids == in_order
-    with django_assert_num_queries(1):
-        # Five lines of "- pinned for carol\n" (19 characters) fit in 100, a sixth does not.
-        assert context(world.bot, reader, limit=100).entry_ids == in_order[:5]
+    # Five lines of "- pinned for carol\n" (19 characters) fit in 95 and in 96, a sixth does
+    # not: in 95 it would start at the limit and is not read, in 96 it is read and ends it.
+    for limit in (95, 96, 100):
+        with django_assert_num_queries(1):
+            assert context(world.bot, reader, limit=limit).entry_ids == in_order[:5]
+    assert context(world.bot, reader, limit=0).entry_ids == []
 
 
 def blocked_for_carol(world: World, content: str) -> str:
@@ -169,6 +172,18 @@ def test_blocked_entries_that_leave_room_for_more_are_read_under_the_lock(world:
     assert set(used) == set(facts)
     assert not set(used) & set(blocked_ids)
     assert context(world.bot, reader, limit=100).entry_ids == used
+
+
+def test_a_blocked_entry_among_all_there_are_is_one_statement(
+    world: World, django_assert_num_queries: Any
+) -> None:
+    """When the statement read every admitted entry, a blocked one leaves no room for more."""
+    facts = carols_facts(world, 3)
+    blocked_for_carol(world, "b")
+    reader = reader_of(world, world.carol)
+    context(world.bot, reader, limit=10_000)
+    with django_assert_num_queries(1):
+        assert set(context(world.bot, reader, limit=10_000).entry_ids) == set(facts)
 
 
 def test_a_blocked_entry_before_the_end_is_left_out(
