@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Window
+from django.db.models.expressions import RowRange
 
 from memory.compiled import shape_of
 from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
@@ -253,6 +254,24 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
         return admissions.filter(~Exists(failing)).values("entry_id")[:1]
 
     return bool(compiled(("any_visible", active_only, shape.key), build).rows(shape.values))
+
+
+def admitted_within(*, pool_id: str, reader: Reader, room: Any, overhead: int) -> QuerySet[Entry]:
+    """[S1, Q1] The admitted entries for active use whose line (content length plus `overhead`)
+    would start within `room` characters if every admitted entry before it were shown, in
+    memory order, each with `blocked`: the entries a read that stops at `room` may reach, in
+    one statement. Only these are checked; the sort of the admitted entries takes one
+    index-only step each. `room` is an expression (a compiled query's stand-in)."""
+    line = F("content_length") + overhead
+    # Where each admitted entry's line would start if every one before it were shown.
+    start = Window(Sum(line), order_by=MEMORY_ORDER, frame=RowRange(end=0)) - line
+    admitted = admitted_entries(pool_id=pool_id, reader=reader, active_only=True)
+    reached = admitted.annotate(start=start).filter(start__lt=room).values("id")
+    return (
+        Entry.objects.filter(id__in=reached)
+        .annotate(blocked=blocked(reader))
+        .order_by(*MEMORY_ORDER)
+    )
 
 
 def visible_in_order(

@@ -13,28 +13,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from django.db import connection
-from django.db.models import (
-    BigIntegerField,
-    Count,
-    Exists,
-    F,
-    Q,
-    QuerySet,
-    Subquery,
-    Sum,
-    TextField,
-    Value,
-    Window,
-)
-from django.db.models.expressions import RawSQL, RowRange
+from django.db.models import BigIntegerField, Count, Exists, Q, QuerySet, Subquery, TextField, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from memory.access import (
-    MEMORY_ORDER,
     Reader,
-    admitted_entries,
+    admitted_within,
     any_visible,
-    blocked,
     every_visible_entry,
     valid_in_organization,
     visible_entries,
@@ -463,18 +449,13 @@ def _context_outside_the_lock(
 
     def build() -> QuerySet[Any, Any]:
         columns = _check_columns(shape, checks)
-        line = F("content_length") + CONTEXT_LINE_OVERHEAD
-        # Where each admitted entry's line would start if every one before it were shown.
-        start = Window(Sum(line), order_by=MEMORY_ORDER, frame=RowRange(end=0)) - line
-        room = Cast(Value(stand_in("limit")), BigIntegerField())
-        admitted = admitted_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
-        reached = admitted.annotate(start=start).filter(start__lt=room).values("id")
-        rows = (
-            Entry.objects.filter(id__in=reached)
-            .filter(columns.pop("shared"))
-            .annotate(blocked=blocked(shape.reader), **columns)
-            .order_by(*MEMORY_ORDER)
+        reached = admitted_within(
+            pool_id=shape.pool_id,
+            reader=shape.reader,
+            room=Cast(Value(stand_in("limit")), BigIntegerField()),
+            overhead=CONTEXT_LINE_OVERHEAD,
         )
+        rows = reached.filter(columns.pop("shared")).annotate(**columns)
         return sealed_values(rows, "id", "content_length", "blocked", "content", *columns)
 
     rows = compiled(("context", shape.key, *checks), build).rows(shape.values)
