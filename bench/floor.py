@@ -8,7 +8,8 @@ sees about 1,000 — it times:
   their content and the JSON encoding of the body (for Remember: one statement writing the
   entry, its tags, evidence, closure row, the version and the change record), prepared on
   PostgreSQL as the real paths' compiled queries are (`openbot.compiled.cursor`);
-- the selector (or service) in-process, with the same JSON encoding;
+- the selector (or service) in-process, with the same JSON encoding (the API's own,
+  `openbot.renderers.json_bytes`);
 - the route over HTTP against gunicorn with production settings (DEBUG off), with a new
   connection per request and with one kept-alive connection.
 
@@ -45,6 +46,7 @@ from memory.services import entry_remember
 from openbot import compiled, ids, services
 from openbot.fields import keyring
 from openbot.models import Bot, Organization, Person
+from openbot.renderers import json_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_LIMIT = 4000
@@ -79,7 +81,7 @@ def _column(model: type[Any], name: str) -> str:
     return str(model._meta.get_field(name).column)
 
 
-def floor_entries(entry_ids: list[str]) -> Callable[[], str]:
+def floor_entries(entry_ids: list[str]) -> Callable[[], bytes]:
     """One statement of the response's entries with their tags and sources, decrypted, JSON."""
     entry, tag = _table(Entry), _table(EntryTag)
     sql = f"""
@@ -93,7 +95,7 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], str]:
     """
     decrypt = keyring().decrypt
 
-    def call() -> str:
+    def call() -> bytes:
         with compiled.cursor() as cursor:
             cursor.execute(sql, [entry_ids])
             rows = cursor.fetchall()
@@ -117,7 +119,7 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], str]:
             if layer == "observation":
                 body["confidence"] = conf
             bodies.append(body)
-        return json.dumps({"entries": bodies, "version": 0})
+        return json_bytes({"entries": bodies, "version": 0})
 
     return call
 
@@ -148,7 +150,7 @@ def floor_has_entries(entry_id: str) -> Callable[[], bool]:
     return call
 
 
-def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Callable[[], str]:
+def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Callable[[], bytes]:
     """One statement writing what a Remember writes (entry, tags, evidence, closure row, the
     version, the change record), after encrypting content and payload; the body as JSON."""
     bot_column = _column(Entry, "bot")
@@ -181,7 +183,7 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
     tags = [f"from:{person_id}", f"for:person:{person_id}", f"org:{organization_id}"]
     written: list[str] = []
 
-    def call() -> str:
+    def call() -> bytes:
         entry_id, at = ids.new_id("mem"), int(time.time() * 1000)
         operations = json.dumps([{"id": entry_id, "op": "add", "content": REMEMBERED}])
         with transaction.atomic(), compiled.cursor() as cursor:
@@ -202,7 +204,7 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
             )
         written.append(entry_id)
         body = {"id": entry_id, "layer": "pinned", "content": REMEMBERED, "tags": tags}
-        return json.dumps(body | {"sources": [], "status": "active", "createdAt": at})
+        return json_bytes(body | {"sources": [], "status": "active", "createdAt": at})
 
     return call
 
@@ -344,9 +346,9 @@ def measure_reader(
     server = Http(port, token)
     url = f"/v1/bots/{bot.id}/memory"
 
-    def listing() -> str:
+    def listing() -> bytes:
         found, version = entries_for_reader(pool_id=bot.id, reader=reader, tags=[])
-        return json.dumps({"entries": found, "version": version})
+        return json_bytes({"entries": found, "version": version})
 
     entries = json.loads(listing())["entries"]
     label = f"sees {len(entries)}"
@@ -419,7 +421,7 @@ def measure_remember(
     url = f"/v1/bots/{bot.id}/memory"
     body = {"command": {"_tag": "Remember", "content": REMEMBERED}}
 
-    def in_process() -> str:
+    def in_process() -> bytes:
         entry = entry_remember(
             pool_id=bot.id,
             person_id=writer.id,
@@ -427,7 +429,7 @@ def measure_remember(
             content=REMEMBERED,
             topics=[],
         )
-        return json.dumps({"id": entry.id})
+        return json_bytes({"id": entry.id})
 
     floor = floor_remember(bot_id=bot.id, person_id=writer.id, organization_id=organization.id)
     floor_timing = timed(floor, runs=runs)

@@ -109,7 +109,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["openbot.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["openbot.parsers.JSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["openbot.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "openbot.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "openbot.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
