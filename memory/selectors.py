@@ -328,7 +328,7 @@ def _all_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> list[dict[str, 
         entries = entries.annotate(pool_version=_version(shape), **columns)
         return sealed_values(entries, *ENTRY_FIELDS, *DETAILS, "pool_version", *columns)
 
-    return compiled(("entries", shape.key, *checks), build).rows(shape.values)
+    return compiled(("entries", shape.key, *checks), build).rows(shape.values, binary=True)
 
 
 def _nothing_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> dict[str, Any] | None:

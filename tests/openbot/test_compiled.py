@@ -6,6 +6,7 @@ import psycopg
 import pytest
 from django.db import connection
 from django.db.models import CharField, QuerySet, Value
+from django.db.models.expressions import RawSQL
 from django.test.utils import CaptureQueriesContext
 
 from openbot.compiled import compiled, stand_in
@@ -108,3 +109,29 @@ def test_a_compiled_query_replaces_a_kept_connection_that_died() -> None:
         assert query.rows({stand_in("org"): "o_unknown"}) == []
     finally:
         wrapper.health_check_enabled = False
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's binary format")
+def test_rows_read_in_binary_are_the_rows_read_as_text(world: World) -> None:
+    """[Q4] The listing reads its rows in PostgreSQL's binary format: text, integers, floats,
+    booleans, nulls and arrays of text (one and two levels, as tags and sources) load alike."""
+
+    def build() -> QuerySet[Any, Any]:
+        return (
+            Organization.objects.filter(id=stand_in("org"))
+            .annotate(
+                number=RawSQL("9007199254740993::bigint", ()),
+                share=RawSQL("0.7::float8", ()),
+                yes=RawSQL("true", ()),
+                none=RawSQL("NULL::bigint", ()),
+                tags=RawSQL("ARRAY['for:bot', 'Grüße', '']", ()),
+                sources=RawSQL("ARRAY[ARRAY['chat_1', '3', NULL], ARRAY[NULL, NULL, 'mem_1']]", ()),
+            )
+            .values("id", "name", "number", "share", "yes", "none", "tags", "sources")
+        )
+
+    query = compiled("test: binary", build)
+    values = {stand_in("org"): world.org.id}
+    as_text = query.rows(values)
+    assert query.rows(values, binary=True) == as_text
+    assert as_text[0]["sources"] == [["chat_1", "3", None], [None, None, "mem_1"]]
