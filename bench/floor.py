@@ -157,9 +157,10 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
     sql = f"""
         WITH e AS (
             INSERT INTO {_table(Entry)} (id, {bot_column}, layer, content, content_length,
-                status, created_at, updated_at, rank, intact, blockers, sound)
+                status, created_at, updated_at, rank, intact, blockers, sound, depends,
+                org_scope, rule_scope)
             VALUES (%(id)s, %(bot)s, 'pinned', %(content)s, %(length)s, 'active', %(at)s,
-                %(at)s, 0, true, 0, true)
+                %(at)s, 0, true, 0, true, false, %(org)s, %(org)s || ' ' || %(rule)s)
             RETURNING id
         ), t AS (
             INSERT INTO {_table(EntryTag)} (entry_id, {_column(EntryTag, "bot")}, tag, kind)

@@ -17,20 +17,33 @@ deferred and is decrypted only for the rows a caller returns. Channel membership
 the moment of the read [H5]. [V9] This proves access to the sources the memory bot named; it
 cannot prove that a model named every input that shaped its answer.
 
-The dependencies are checked one of two ways, with one local rule (`_failing_locally`): each
-closure row on its own (`visible_entries`, for reads of a few entries), or looked up in the
-set of admitted entries that pass (`every_visible_entry`, for reads that check them all) [Q4].
+One local rule (`_failing_locally`) reads (b) and (d) in the entry's own row (`org_scope`,
+`rule_scope`, derived when it is written), and the tags or evidence themselves only where the
+row holds several. An entry's closure is read only if it depends on another entry (`depends`):
+each row on its own (`visible_entries`, for reads of a few entries), or looked up in the set
+of admitted entries that pass (`every_visible_entry`, for reads that check them all) [Q4].
 """
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Window
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Window,
+)
 from django.db.models.expressions import RowRange
 
 from memory.compiled import shape_of
-from memory.models import Closure, Entry, EntryTag, Evidence, Exclusion
+from memory.models import SCOPE_MANY, Closure, Entry, EntryTag, Evidence, Exclusion
 from openbot.access import rights_guess, rights_of
 from openbot.compiled import compiled
 from openbot.models import Bot, ChannelMember
@@ -124,13 +137,24 @@ def valid_in_organization(*, pool_id: str, organization_id: str) -> QuerySet[Ent
     )
 
 
-def _failing_locally(reader: Reader, entry: OuterRef) -> Q:
-    """Whether the outer `entry` fails the local rule for `reader` other than by its
-    admission: (a) an exclusion, (b) a foreign `org:` tag, (d) an unmet evidence rule."""
+def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
+    """Whether an entry fails the local rule for `reader` other than by its admission: (a) an
+    exclusion, (b) a foreign `org:` tag, (d) an unmet evidence rule.
+
+    The entry's row (its fields under `prefix`) holds its `org:` tags and its evidence in one
+    value each [Q4]: only where it has several are its tags or evidence read (`entry` is its
+    id, as its exclusions are)."""
+    org_scope, rule_scope = f"{prefix}org_scope", f"{prefix}rule_scope"
+    own_org = Q(**{f"{org_scope}__in": ["", reader.organization_id]})
+    rules = [f"{reader.organization_id} {rule}" for rule in reader.rules]
+    met_rule = Q(**{f"{rule_scope}__in": ["", *rules]})
+    foreign_org = _foreign_org(entry, reader.organization_id)
     unmet_evidence = Evidence.objects.filter(entry_id=entry).exclude(
         organization_id=reader.organization_id, rule__in=reader.rules
     )
-    failing = Q(Exists(_foreign_org(entry, reader.organization_id))) | Q(Exists(unmet_evidence))
+    # PostgreSQL evaluates the second arm of each AND only where the first holds.
+    failing = ~own_org & (~Q(**{org_scope: SCOPE_MANY}) | Q(Exists(foreign_org)))
+    failing |= ~met_rule & (~Q(**{rule_scope: SCOPE_MANY}) | Q(Exists(unmet_evidence)))
     if reader.person_id is not None:
         excluded = Exclusion.objects.filter(entry_id=entry, person_id=reader.person_id)
         failing |= Q(Exists(excluded))
@@ -142,15 +166,26 @@ def _failing_locally(reader: Reader, entry: OuterRef) -> Q:
     return failing
 
 
-def _failing_dependencies(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
-    """Closure rows of the outer `entry` whose entry fails the local rule for `reader`."""
+def _failing_sources(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
+    """Closure rows of `entry` but its own whose entry is not admitted for `reader` [V4](c) or
+    fails the local rule."""
     ancestor = OuterRef("ancestor_id")
     admitted = EntryTag.objects.filter(entry_id=ancestor, tag__in=reader.for_tags)
-    # The entry itself is admitted already (it is a candidate); only its sources are asked.
-    not_admitted = ~Q(ancestor_id=F("entry_id")) & ~Exists(admitted)
-    return Closure.objects.filter(entry_id=entry).filter(
-        not_admitted | _failing_locally(reader, ancestor)
+    failing = Entry.objects.filter(id=ancestor).filter(_failing_locally(reader, OuterRef("pk")))
+    return (
+        Closure.objects.filter(entry_id=entry)
+        .exclude(ancestor_id=entry)
+        .filter(~Exists(admitted) | Exists(failing))
     )
+
+
+def _blocked(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
+    """Whether an admitted entry is hidden from `reader`: it fails the local rule (read in its
+    row, its fields under `prefix`; `entry` is its id), or it depends on an entry that is not
+    admitted or fails it [V4]. An entry that depends on none is not looked up in the closure:
+    PostgreSQL does not evaluate the second arm of the OR for it [Q4]."""
+    depends = Q(**{f"{prefix}depends": True}) & Q(Exists(_failing_sources(reader, entry)))
+    return _failing_locally(reader, entry, prefix) | depends
 
 
 def _passing(*, pool_id: str, reader: Reader) -> QuerySet[EntryTag, str]:
@@ -159,7 +194,7 @@ def _passing(*, pool_id: str, reader: Reader) -> QuerySet[EntryTag, str]:
     every dependency of a sound entry is in the pool; an entry's tags carry its pool's id."""
     return (
         EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags)
-        .exclude(_failing_locally(reader, OuterRef("entry_id")))
+        .exclude(_failing_locally(reader, OuterRef("entry_id"), prefix="entry__"))
         .values_list("entry_id", flat=True)
     )
 
@@ -195,10 +230,10 @@ def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Quer
     )
 
 
-def blocked(reader: Reader) -> Exists:
-    """Whether the outer entry depends on an entry that fails the local rule for `reader`: an
-    admitted entry is visible unless it is blocked [V4]."""
-    return Exists(_failing_dependencies(reader, OuterRef("pk")))
+def blocked(reader: Reader) -> ExpressionWrapper:
+    """Whether the outer entry fails the local rule for `reader` or depends on an entry that
+    does (or is not admitted): an admitted entry is visible unless it is blocked [V4]."""
+    return ExpressionWrapper(_blocked(reader, OuterRef("pk")), output_field=BooleanField())
 
 
 def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
@@ -207,8 +242,8 @@ def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Query
     `active_only` is active use [V6] (context, enrichment, learning, has_entries); otherwise
     the history view: `invalidated` entries that pass [V4] are included, `retracted` never.
     """
-    return admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only).filter(
-        ~blocked(reader)
+    return admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only).exclude(
+        _blocked(reader, OuterRef("pk"))
     )
 
 
@@ -216,24 +251,30 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
     """`visible_entries`, for reads that check every admitted entry (a listing, whole or by
     page; learning's context) rather than a few of them.
 
-    The local rule is checked once per admitted entry, and each dependency is looked up among
-    those that pass (hashed once on PostgreSQL, while the set fits in `work_mem`), rather than
-    checked again for every closure row that names it. For the [Q1] reader (984 entries, 2,070
-    closure rows): 1,030 admitted entries checked, three index probes each, instead of up to
-    four for each of the 2,070 rows; the prepared statement 37 -> 31 ms [Q4]. For a few
-    entries (by id, a search's candidates, `context`'s windows) that set costs more than it
-    saves.
+    Each admitted entry's local rule is checked in its own row, and its dependencies, if it
+    has any (`depends`), are looked up among the admitted entries that pass (hashed once on
+    PostgreSQL, while the set fits in `work_mem`), rather than checked again for every
+    closure row that names them. For the [Q1] reader (984 entries, 2,070 closure rows, 220
+    observations) that is one closure probe per observation and one entry row per admitted
+    entry for the set [Q4]. For a few entries (by id, a search's candidates, `context`'s
+    windows) the set costs more than it saves.
     """
-    failing = Closure.objects.filter(entry_id=OuterRef("pk")).exclude(
-        ancestor_id__in=_passing(pool_id=pool_id, reader=reader)
+    itself = OuterRef("pk")
+    failing = (
+        Closure.objects.filter(entry_id=itself)
+        .exclude(ancestor_id=itself)
+        .exclude(ancestor_id__in=_passing(pool_id=pool_id, reader=reader))
     )
-    # The first failing dependency's id, none if it passes (`ancestor_id` is never null): as
-    # `NOT EXISTS`, PostgreSQL turned it into a hash join over the pool's whole closure.
+    # The first failing dependency's id, none if they pass (`ancestor_id` is never null): as
+    # `NOT EXISTS`, PostgreSQL turned it into a hash join over the pool's whole closure. An
+    # entry that depends on none is not looked up: PostgreSQL does not evaluate the second
+    # arm of the OR for it.
     first_failing = Subquery(failing.values("ancestor_id")[:1])
     return (
         admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)
+        .exclude(_failing_locally(reader, itself))
         .alias(first_failing=first_failing)
-        .filter(first_failing__isnull=True)
+        .filter(Q(depends=False) | Q(first_failing__isnull=True))
     )
 
 
@@ -250,8 +291,8 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
         admissions = EntryTag.objects.filter(
             bot_id=shape.pool_id, tag__in=shape.reader.for_tags
         ).filter(_usable(active_only=active_only, prefix="entry__"))
-        failing = _failing_dependencies(shape.reader, OuterRef("entry_id"))
-        return admissions.filter(~Exists(failing)).values("entry_id")[:1]
+        hidden = _blocked(shape.reader, OuterRef("entry_id"), prefix="entry__")
+        return admissions.exclude(hidden).values("entry_id")[:1]
 
     return bool(compiled(("any_visible", active_only, shape.key), build).rows(shape.values))
 

@@ -5,6 +5,8 @@ exclusions, and the derived `Closure`/`sound`); content is encrypted and read on
 entries a response returns [V8].
 """
 
+from collections.abc import Iterable
+
 from django.db import models
 
 from openbot import ids
@@ -14,6 +16,19 @@ from openbot.models import Bot
 
 def entry_id() -> str:
     return ids.new_id("mem")
+
+
+# An `Entry.org_scope` or `rule_scope` of several values: no id or rule is "*".
+SCOPE_MANY = "*"
+
+
+def scope_of(values: Iterable[str]) -> str:
+    """`Entry.org_scope` or `rule_scope` of an entry with these values: '' for none, the one
+    value, or `SCOPE_MANY`."""
+    distinct = set(values)
+    if len(distinct) > 1:
+        return SCOPE_MANY
+    return distinct.pop() if distinct else ""
 
 
 class Pool(models.Model):
@@ -76,6 +91,17 @@ class Entry(models.Model):
     # Derived on write: `blockers == 0` — every reachable source exists, is active, carries
     # evidence, and no cycle is reachable.
     sound = models.BooleanField(default=False)
+    # Derived on write by memory.graph: whether its `Closure` holds another entry than itself
+    # (it depends on a source entry); True until derived (in the database too, for writers
+    # that do not know it), so that its closure is read.
+    depends = models.BooleanField(default=True, db_default=True)
+    # [V4](b, d) Its `org:` tags and its evidence in one value each (`scope_of`), written with
+    # the entry (neither changes after), so that the access rule reads them in the entry's own
+    # row [Q4]: the one organization its `org:` tags name, and its one evidence rule as
+    # "<organization> <rule>"; '' for none, `SCOPE_MANY` for several (or not derived): the rule
+    # then reads the tags and evidence themselves.
+    org_scope = models.CharField(max_length=200, default=SCOPE_MANY, db_default=SCOPE_MANY)
+    rule_scope = models.CharField(max_length=120, default=SCOPE_MANY, db_default=SCOPE_MANY)
 
     class Meta:
         verbose_name_plural = "entries"

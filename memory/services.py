@@ -29,6 +29,7 @@ from memory.models import (
     Evidence,
     Exclusion,
     Pool,
+    scope_of,
 )
 from openbot import compiled
 from openbot.clock import now_ms
@@ -70,6 +71,15 @@ class ItemEvidence:
     item_seq: int
     rule: str
     organization_id: str
+
+
+def scopes(tags: list[str], evidence: list[ItemEvidence]) -> dict[str, str]:
+    """[V4](b, d) An entry's `org_scope` and `rule_scope`, from the tags and evidence it is
+    written with [Q4]."""
+    return {
+        "org_scope": scope_of(tag.removeprefix("org:") for tag in tags if tag_kind(tag) == "org"),
+        "rule_scope": scope_of(f"{item.organization_id} {item.rule}" for item in evidence),
+    }
 
 
 @dataclass
@@ -215,6 +225,7 @@ def entry_create_in(
         invalidated_at=change.at if status == Entry.Status.INVALIDATED else None,
         confidence=confidence,
         rank=0 if layer == Entry.Layer.PINNED else 1,
+        **scopes(tags, list(evidence)),
     )
     _add_tags(entry, list(dict.fromkeys(tags)))
     entries_index(bot_id=change.pool_id, entries=[(entry.id, content)])  # [R2]
@@ -424,6 +435,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
                 invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
                 confidence=item.confidence,
                 rank=0 if item.layer == Entry.Layer.PINNED else 1,
+                **scopes(item.tags, item.evidence),
             )
             for item in batch
         ]

@@ -7,6 +7,7 @@ commits in batches, sources first. On PostgreSQL, a reader reading while the roo
 chain is invalidated and re-activated sees one state or the other, never a mix.
 """
 
+import importlib
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from memory import graph
 from memory.access import Reader, visible_entries
 from memory.graph import ImportLimits
 from memory.models import (
+    SCOPE_MANY,
     Change,
     ChangeEntry,
     Closure,
@@ -36,6 +38,7 @@ from memory.services import (
     entries_import,
     entry_create_in,
     entry_forget,
+    entry_remember,
     pool_change,
     pool_purge,
 )
@@ -372,7 +375,8 @@ def test_a_new_entry_without_named_sources_gets_what_a_full_refresh_gives_it(
     world: World, layer: str, items: list[tuple[str, int]], proven: bool, intact: bool
 ) -> None:
     """[Q4] A new entry that names no entry takes `graph.refresh_new`'s two statements; its
-    closure, intactness, blockers and soundness are what the full refresh computes."""
+    closure, intactness, blockers, soundness and `depends` are what the full refresh
+    computes."""
     rule, org = f"person:{world.alice.person.id}", world.org.id
     evidence = [ItemEvidence(chat, seq, rule, org) for chat, seq in items or [("", 0)]]
     with pool_change(pool_id=world.bot.id, by=Change.By.MEMORY_BOT) as change:
@@ -387,11 +391,68 @@ def test_a_new_entry_without_named_sources_gets_what_a_full_refresh_gives_it(
         )
 
     def derived() -> tuple[object, ...]:
-        row = Entry.objects.values_list("intact", "blockers", "sound").get(id=entry.id)
+        row = Entry.objects.values_list("intact", "blockers", "sound", "depends").get(id=entry.id)
         closure = set(Closure.objects.filter(entry_id=entry.id).values_list("ancestor_id"))
         return (*row, closure)
 
     new = derived()
-    assert new == (intact, 0 if intact else 1, intact, {(entry.id,)})
+    assert new == (intact, 0 if intact else 1, intact, False, {(entry.id,)})
     graph.refresh(pool_id=world.bot.id, changed_ids=[entry.id])
     assert derived() == new
+
+
+def _derived_columns() -> dict[str, tuple[bool, str, str]]:
+    rows = Entry.objects.values_list("id", "depends", "org_scope", "rule_scope")
+    return {entry_id: (depends, org, rule) for entry_id, depends, org, rule in rows}
+
+
+def test_what_is_written_with_an_entry_is_what_its_rows_say(world: World) -> None:
+    """[Q4, V4](b, d) `depends`, `org_scope` and `rule_scope` as written with each entry (by
+    Remember, learning's changes, an import, a refresh after a purge) are what the migration
+    derives from its closure, tags and evidence: the access rule may read them in the row."""
+    alice, carol = world.alice.person.id, world.carol.person.id
+    org, other = world.org.id, world.other_org.id
+    pinned = entry_remember(
+        pool_id=world.bot.id, person_id=alice, organization_id=org, content="p", topics=[]
+    )
+    with pool_change(pool_id=world.bot.id, by=Change.By.MEMORY_BOT) as change:
+        mixed = entry_create_in(
+            change,
+            layer=Entry.Layer.FACT,
+            content="from two people",
+            tags=[f"org:{org}", f"for:person:{alice}", "chat:chat_1"],
+            source_items=[("chat_1", 1), ("chat_1", 2)],
+            evidence=[
+                ItemEvidence("chat_1", 1, f"person:{alice}", org),
+                ItemEvidence("chat_1", 2, f"person:{carol}", org),
+            ],
+        )
+        over_both = entry_create_in(
+            change,
+            layer=Entry.Layer.OBSERVATION,
+            content="over both",
+            tags=[f"org:{org}", f"for:person:{alice}"],
+            source_entries=[pinned.id, mixed.id],
+        )
+    entries_import(
+        pool_id=world.bot.id,
+        entries=[
+            ImportedEntry(id="mem_two_orgs", layer="pinned", content="t", tags=[f"org:{org}",
+                f"org:{other}"], evidence=[ItemEvidence("", 0, f"person:{alice}", other)]),
+            ImportedEntry(id="mem_no_org", layer="pinned", content="n", tags=[], evidence=[]),
+            ImportedEntry(id="mem_over_one", layer="observation", content="o",
+                tags=[f"org:{org}"], source_entries=["mem_no_org"]),
+        ],
+    )  # fmt: skip
+    pool_purge(pool_id=world.bot.id, tag=f"from:{alice}")  # the pinned entry: a source goes
+    written = _derived_columns()
+    assert written[mixed.id] == (False, org, SCOPE_MANY)
+    assert written[over_both.id] == (True, org, "")  # one of its sources is left
+    assert written["mem_two_orgs"] == (False, SCOPE_MANY, f"{other} person:{alice}")
+    assert written["mem_no_org"] == (False, "", "")
+    assert written["mem_over_one"] == (True, org, "")
+    migration = importlib.import_module("memory.migrations.0007_derived_scopes_and_depends")
+    Entry.objects.update(depends=True, org_scope=SCOPE_MANY, rule_scope=SCOPE_MANY)
+    with connection.cursor() as cursor:
+        cursor.execute(migration.DERIVE)
+    assert _derived_columns() == written
