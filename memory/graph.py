@@ -5,7 +5,6 @@
   it names exists in the pool, and it is on no cycle of source references.
 - `Entry.blockers`: how many entries of its closure keep it from being sound — itself if not
   intact, another entry if not intact or not active [V6]; `Entry.sound` is `blockers == 0`.
-- `Entry.depends`: whether its closure holds another entry than itself.
 
 A status change leaves the closure as it is: the entry blocks its dependents or stops blocking
 them, so their counts move by one in a single set-based update, however many there are [L2].
@@ -158,13 +157,8 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
             [pool_id, *affected, pool_id, *affected],
         )
         where = f"WHERE bot_id = %s AND id IN ({marks})"
-        depends = (
-            f"EXISTS (SELECT 1 FROM {_CLOSURE} c"
-            f" WHERE c.entry_id = {_ENTRY}.id AND c.ancestor_id <> {_ENTRY}.id)"
-        )
         cursor.execute(
-            f"UPDATE {_ENTRY} SET intact = {_intact_sql()}, depends = {depends} {where}",
-            [pool_id, *affected],
+            f"UPDATE {_ENTRY} SET intact = {_intact_sql()} {where}", [pool_id, *affected]
         )
         # Counted once (as `sound = ((count) = 0)` in the same UPDATE, it is counted twice).
         cursor.execute(
@@ -182,8 +176,8 @@ def refresh_new(*, pool_id: str, entry_id: str) -> None:
     # statement prepared once per connection.
     with compiled.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_ENTRY} SET (intact, blockers, sound, depends) ="
-            " (SELECT ok, CASE WHEN ok THEN 0 ELSE 1 END, ok, false"
+            f"UPDATE {_ENTRY} SET (intact, blockers, sound) ="
+            " (SELECT ok, CASE WHEN ok THEN 0 ELSE 1 END, ok"
             f" FROM (SELECT {_intact_sql()} AS ok) AS checked)"
             " WHERE bot_id = %s AND id = %s",
             [pool_id, entry_id],

@@ -1,11 +1,14 @@
 """[Q4] The one response renderer: DRF's JSON, encoded by orjson.
 
 `json.dumps` took 3.7 ms of a 984-entry listing (580 KB) on the bench machine, orjson 0.3 ms.
-The body is the one DRF's `JSONRenderer` writes: compact, UTF-8, U+2028 and U+2029 escaped
-so that it stays a strict JavaScript subset; whatever orjson does not encode itself (times,
-decimals, lazy strings …) goes through DRF's own encoder, and what orjson refuses (an
-integer beyond 64 bits) is rendered by DRF as before. A client that asks for an indented
-body (`Accept: application/json; indent=4`) gets DRF's own rendering.
+The body is the one DRF's `JSONRenderer` writes — compact, UTF-8, U+2028 and U+2029 escaped so
+that it stays a strict JavaScript subset — byte for byte for strings, integers, booleans,
+nulls, lists and objects. Floats are the same numbers, though orjson writes some of them
+otherwise (1e-05 as 0.00001); where DRF would fail on a value (NaN, an infinity, a key it
+cannot encode), orjson writes null or the key as text. Whatever orjson does not encode itself
+(times, decimals, lazy strings …) goes through DRF's own encoder, and what orjson refuses (an
+integer beyond 64 bits) is rendered by DRF as before. A client that asks for an indented body
+(`Accept: application/json; indent=4`) gets DRF's own rendering.
 """
 
 from collections.abc import Mapping
