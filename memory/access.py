@@ -18,10 +18,10 @@ the moment of the read [H5]. [V9] This proves access to the sources the memory b
 cannot prove that a model named every input that shaped its answer.
 
 One local rule (`_failing_locally`) reads (b) and (d) in the entry's own row (`org_scope`,
-`rule_scope`, derived when it is written), and the tags or evidence themselves only where the
-row holds several. An entry's closure is read only if it depends on another entry (`depends`):
-each row on its own (`visible_entries`, for reads of a few entries), or looked up in the set
-of admitted entries that pass (`every_visible_entry`, for reads that check them all) [Q4].
+`rule_scope`, written with the entry), and the tags or evidence themselves only where the row
+holds several. An entry's closure is read only if it names a source entry (`depends`): each
+row on its own (`visible_entries`, for reads of a few entries), or looked up in the set of
+admitted entries that pass (`every_visible_entry`, for reads that check them all) [Q4].
 """
 
 from collections.abc import Callable, Iterable, Iterator
@@ -152,7 +152,9 @@ def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
     unmet_evidence = Evidence.objects.filter(entry_id=entry).exclude(
         organization_id=reader.organization_id, rule__in=reader.rules
     )
-    # PostgreSQL evaluates the second arm of each AND only where the first holds.
+    # [Q4] The tags or evidence are read only where the row holds several: PostgreSQL leaves
+    # the second arm of an AND unevaluated where the first is false (as the plans show; the
+    # order is not promised, and evaluating it would give the same answer).
     failing = ~own_org & (~Q(**{org_scope: SCOPE_MANY}) | Q(Exists(foreign_org)))
     failing |= ~met_rule & (~Q(**{rule_scope: SCOPE_MANY}) | Q(Exists(unmet_evidence)))
     if reader.person_id is not None:
@@ -182,8 +184,8 @@ def _failing_sources(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
 def _blocked(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
     """Whether an admitted entry is hidden from `reader`: it fails the local rule (read in its
     row, its fields under `prefix`; `entry` is its id), or it depends on an entry that is not
-    admitted or fails it [V4]. An entry that depends on none is not looked up in the closure:
-    PostgreSQL does not evaluate the second arm of the OR for it [Q4]."""
+    admitted or fails it [V4]. The closure of an entry that names no source entry is itself
+    alone: it is not read [Q4]."""
     depends = Q(**{f"{prefix}depends": True}) & Q(Exists(_failing_sources(reader, entry)))
     return _failing_locally(reader, entry, prefix) | depends
 
@@ -252,12 +254,13 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
     page; learning's context) rather than a few of them.
 
     Each admitted entry's local rule is checked in its own row, and its dependencies, if it
-    has any (`depends`), are looked up among the admitted entries that pass (hashed once on
-    PostgreSQL, while the set fits in `work_mem`), rather than checked again for every
-    closure row that names them. For the [Q1] reader (984 entries, 2,070 closure rows, 220
-    observations) that is one closure probe per observation and one entry row per admitted
-    entry for the set [Q4]. For a few entries (by id, a search's candidates, `context`'s
-    windows) the set costs more than it saves.
+    names a source entry (`depends`), are looked up among the admitted entries that pass
+    (hashed once on PostgreSQL, while the set fits in `work_mem`), rather than checked again
+    for every closure row that names them. For the [Q1] reader (1,030 admitted entries, 984
+    visible, 2,070 closure rows) that is a closure probe for each of the 176 observations that
+    pass their own rule and one entry row per admitted entry for the set [Q4]. For a few
+    entries (by id, a search's candidates, `context`'s windows) the set costs more than it
+    saves.
     """
     itself = OuterRef("pk")
     failing = (
@@ -266,9 +269,8 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
         .exclude(ancestor_id__in=_passing(pool_id=pool_id, reader=reader))
     )
     # The first failing dependency's id, none if they pass (`ancestor_id` is never null): as
-    # `NOT EXISTS`, PostgreSQL turned it into a hash join over the pool's whole closure. An
-    # entry that depends on none is not looked up: PostgreSQL does not evaluate the second
-    # arm of the OR for it.
+    # `NOT EXISTS`, PostgreSQL turned it into a hash join over the pool's whole closure. It is
+    # not looked up for an entry that names no source entry (the OR's second arm).
     first_failing = Subquery(failing.values("ancestor_id")[:1])
     return (
         admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only)

@@ -1,11 +1,10 @@
 """The memory pool of a bot: entries, tags, sources, evidence, exclusions, versions [E1–E7].
 
 What the access rule [V4] reads is plain, indexed metadata (tags, source references, evidence,
-exclusions, and the derived `Closure`/`sound`); content is encrypted and read only for the
-entries a response returns [V8].
+exclusions, the derived `Closure`/`sound`, and what an entry's own row holds of its sources,
+`org:` tags and evidence); content is encrypted and read only for the entries a response
+returns [V8].
 """
-
-from collections.abc import Iterable
 
 from django.db import models
 
@@ -20,15 +19,6 @@ def entry_id() -> str:
 
 # An `Entry.org_scope` or `rule_scope` of several values: no id or rule is "*".
 SCOPE_MANY = "*"
-
-
-def scope_of(values: Iterable[str]) -> str:
-    """`Entry.org_scope` or `rule_scope` of an entry with these values: '' for none, the one
-    value, or `SCOPE_MANY`."""
-    distinct = set(values)
-    if len(distinct) > 1:
-        return SCOPE_MANY
-    return distinct.pop() if distinct else ""
 
 
 class Pool(models.Model):
@@ -91,15 +81,13 @@ class Entry(models.Model):
     # Derived on write: `blockers == 0` — every reachable source exists, is active, carries
     # evidence, and no cycle is reachable.
     sound = models.BooleanField(default=False)
-    # Derived on write by memory.graph: whether its `Closure` holds another entry than itself
-    # (it depends on a source entry); True until derived (in the database too, for writers
-    # that do not know it), so that its closure is read.
+    # [V4](b, d, e) What the access rule reads in the entry's own row [Q4], written with the
+    # entry (`memory.services.row_access`; none of it changes after): whether it names a source
+    # entry (if not, its `Closure` is itself alone); the one organization its `org:` tags name;
+    # its one evidence rule as "<organization> <rule>". '' for none, `SCOPE_MANY` for several.
+    # The defaults (in the database too, for writers that do not know the columns) make the
+    # rule read the closure, tags and evidence themselves, as it does for `SCOPE_MANY`.
     depends = models.BooleanField(default=True, db_default=True)
-    # [V4](b, d) Its `org:` tags and its evidence in one value each (`scope_of`), written with
-    # the entry (neither changes after), so that the access rule reads them in the entry's own
-    # row [Q4]: the one organization its `org:` tags name, and its one evidence rule as
-    # "<organization> <rule>"; '' for none, `SCOPE_MANY` for several (or not derived): the rule
-    # then reads the tags and evidence themselves.
     org_scope = models.CharField(max_length=200, default=SCOPE_MANY, db_default=SCOPE_MANY)
     rule_scope = models.CharField(max_length=120, default=SCOPE_MANY, db_default=SCOPE_MANY)
 

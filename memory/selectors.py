@@ -436,9 +436,9 @@ def _context_outside_the_lock(
     so: (id, content) of the entries chosen, decrypting only them.
 
     It reads the admitted entries whose line would start within `limit` if every admitted
-    entry before it were shown, with their sealed content, and checks their dependencies
-    only: the sort of the admitted entries takes one index-only step each, the check is the
-    cost [Q1]. A blocked entry among them leaves room for entries after them; if the context
+    entry before it were shown, with their sealed content, and checks only those (`blocked`):
+    the sort of the admitted entries takes one index-only step each, the check is the cost
+    [Q1]. A blocked entry among them leaves room for entries after them; if the context
     has not ended by then and admitted entries are left, it is read under the pool's lock, as
     it is if the statement reads nothing (nothing admitted, or a change holds the lock). The
     ciphertext of the rows read that are not chosen (blocked, or past the end) is never

@@ -8,7 +8,7 @@ Tag and status changes never touch `content` [X3].
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,6 +21,7 @@ from memory.access import Reader, visible_ids
 from memory.index import entries_index
 from memory.lock import pool_write
 from memory.models import (
+    SCOPE_MANY,
     Change,
     ChangeEntry,
     Entry,
@@ -29,7 +30,6 @@ from memory.models import (
     Evidence,
     Exclusion,
     Pool,
-    scope_of,
 )
 from openbot import compiled
 from openbot.clock import now_ms
@@ -73,12 +73,25 @@ class ItemEvidence:
     organization_id: str
 
 
-def scopes(tags: list[str], evidence: list[ItemEvidence]) -> dict[str, str]:
-    """[V4](b, d) An entry's `org_scope` and `rule_scope`, from the tags and evidence it is
-    written with [Q4]."""
+def _scope(values: Iterable[str]) -> str:
+    """'' for no value, the one value, or `SCOPE_MANY` for several; an empty value cannot be
+    told from none, so it counts as several (the rule then reads the rows themselves)."""
+    distinct = set(values)
+    if len(distinct) == 1 and "" not in distinct:
+        return distinct.pop()
+    return "" if not distinct else SCOPE_MANY
+
+
+def row_access(
+    *, tags: list[str], evidence: list[ItemEvidence], source_entries: list[str]
+) -> dict[str, Any]:
+    """[V4](b, d, e) What the access rule reads in a new entry's own row [Q4]: whether it names
+    a source entry, its `org_scope` and its `rule_scope` (`Entry`). Ids hold no space, so a
+    reader's "<organization> <rule>" equals only the same pair."""
     return {
-        "org_scope": scope_of(tag.removeprefix("org:") for tag in tags if tag_kind(tag) == "org"),
-        "rule_scope": scope_of(f"{item.organization_id} {item.rule}" for item in evidence),
+        "depends": bool(source_entries),
+        "org_scope": _scope(tag.removeprefix("org:") for tag in tags if tag_kind(tag) == "org"),
+        "rule_scope": _scope(f"{item.organization_id} {item.rule}" for item in evidence),
     }
 
 
@@ -225,7 +238,7 @@ def entry_create_in(
         invalidated_at=change.at if status == Entry.Status.INVALIDATED else None,
         confidence=confidence,
         rank=0 if layer == Entry.Layer.PINNED else 1,
-        **scopes(tags, list(evidence)),
+        **row_access(tags=tags, evidence=list(evidence), source_entries=list(source_entries)),
     )
     _add_tags(entry, list(dict.fromkeys(tags)))
     entries_index(bot_id=change.pool_id, entries=[(entry.id, content)])  # [R2]
@@ -435,7 +448,9 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
                 invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
                 confidence=item.confidence,
                 rank=0 if item.layer == Entry.Layer.PINNED else 1,
-                **scopes(item.tags, item.evidence),
+                **row_access(
+                    tags=item.tags, evidence=item.evidence, source_entries=item.source_entries
+                ),
             )
             for item in batch
         ]

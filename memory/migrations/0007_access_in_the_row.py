@@ -3,21 +3,22 @@
 from django.db import migrations, models
 
 
-def _scope(value, table, where=""):
-    """SQL: '' for no row of `table` of the entry, the one distinct `value`, or '*'."""
+def _scope(value: str, table: str, where: str = "") -> str:
+    """SQL: '' for no row of `table` for the entry, the one distinct `value` ('*' if it is
+    empty), or '*' for several (`memory.services.row_access`)."""
     rows = f"SELECT {{}} FROM {table} x WHERE x.entry_id = memory_entry.id{where}"
     count, first = rows.format(f"COUNT(DISTINCT {value})"), rows.format(f"MIN({value})")
-    return f"CASE ({count}) WHEN 0 THEN '' WHEN 1 THEN ({first}) ELSE '*' END"
+    return f"CASE ({count}) WHEN 0 THEN '' WHEN 1 THEN COALESCE(NULLIF(({first}), ''), '*') ELSE '*' END"
 
 
 _ORG_SCOPE = _scope("substr(x.tag, 5)", "memory_entrytag", " AND x.kind = 'org'")
 _RULE_SCOPE = _scope("x.organization_id || ' ' || x.rule", "memory_evidence")
-# The new derived columns of the entries already written. (Their defaults are safe but slow:
-# the access rule reads the closure, tags and evidence themselves for them.)
+# The new columns of the entries already written. (Their defaults are safe but slow: the
+# access rule reads the closure, tags and evidence themselves for them.)
 DERIVE = (
     "UPDATE memory_entry SET"
-    " depends = EXISTS (SELECT 1 FROM memory_closure c"
-    " WHERE c.entry_id = memory_entry.id AND c.ancestor_id <> memory_entry.id),"
+    " depends = EXISTS (SELECT 1 FROM memory_entrysource s"
+    " WHERE s.entry_id = memory_entry.id AND s.source_entry_id IS NOT NULL),"
     f" org_scope = {_ORG_SCOPE}, rule_scope = {_RULE_SCOPE}"
 )
 

@@ -1,7 +1,7 @@
 """[V4](b, d, e), [Q4] The access rule reads an entry's `org:` tags and evidence in its own row
-(`org_scope`, `rule_scope`) and its closure only if it depends on another entry (`depends`);
-where the row holds several values, or none were derived, it reads the tags, evidence and
-closure themselves. Every read path answers the same for each case here."""
+(`org_scope`, `rule_scope`) and its closure only if it names a source entry (`depends`); where
+the row holds several values, or none were written, it reads the tags, evidence and closure
+themselves. Every read path answers the same for each case here."""
 
 from collections.abc import Callable
 
@@ -81,6 +81,8 @@ def own(world: World) -> tuple[str, str]:
 def test_each_clause_decides_as_written_in_the_row_or_not(
     world: World, own: tuple[str, str], stored: str
 ) -> None:
+    """Alice sees what passes every clause and nothing else, whether the row holds the tags
+    and evidence or, as the defaults say, leaves them to be read."""
     org, other = world.org.id, world.other_org.id
     channel = f"channel:{world.channel.id}"
     fact = written(world, tags=[f"org:{org}"], evidence=[own])
@@ -95,6 +97,8 @@ def test_each_clause_decides_as_written_in_the_row_or_not(
         # [V4](b) An org: tag of another organization, alone or beside her own.
         written(world, tags=[f"org:{other}"], sources=[fact]),
         written(world, tags=[f"org:{org}", f"org:{other}"], sources=[fact]),
+        # An org: tag that names no organization is not hers either.
+        written(world, tags=["org:"], evidence=[own]),
         # [V4](d) A rule she does not satisfy, alone or beside hers; hers in another org.
         written(world, tags=[f"org:{org}"], evidence=[(f"person:{world.bob.person.id}", org)]),
         written(world, tags=[f"org:{org}"], evidence=[own, ("channel:ch_none", org)]),
@@ -114,7 +118,7 @@ def test_each_clause_decides_as_written_in_the_row_or_not(
 def test_an_entry_that_depends_on_none_is_decided_by_its_row(
     world: World, own: tuple[str, str]
 ) -> None:
-    """A fact depends on no entry: it is shown or hidden by its own row, and its closure (its
+    """A fact names no source entry: it is shown or hidden by its own row, and its closure (its
     own row only) is not read."""
     fact = written(world, tags=[f"org:{world.org.id}"], evidence=[own])
     assert Entry.objects.get(id=fact).depends is False

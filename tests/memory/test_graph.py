@@ -375,8 +375,7 @@ def test_a_new_entry_without_named_sources_gets_what_a_full_refresh_gives_it(
     world: World, layer: str, items: list[tuple[str, int]], proven: bool, intact: bool
 ) -> None:
     """[Q4] A new entry that names no entry takes `graph.refresh_new`'s two statements; its
-    closure, intactness, blockers, soundness and `depends` are what the full refresh
-    computes."""
+    closure, intactness, blockers and soundness are what the full refresh computes."""
     rule, org = f"person:{world.alice.person.id}", world.org.id
     evidence = [ItemEvidence(chat, seq, rule, org) for chat, seq in items or [("", 0)]]
     with pool_change(pool_id=world.bot.id, by=Change.By.MEMORY_BOT) as change:
@@ -391,12 +390,12 @@ def test_a_new_entry_without_named_sources_gets_what_a_full_refresh_gives_it(
         )
 
     def derived() -> tuple[object, ...]:
-        row = Entry.objects.values_list("intact", "blockers", "sound", "depends").get(id=entry.id)
+        row = Entry.objects.values_list("intact", "blockers", "sound").get(id=entry.id)
         closure = set(Closure.objects.filter(entry_id=entry.id).values_list("ancestor_id"))
         return (*row, closure)
 
     new = derived()
-    assert new == (intact, 0 if intact else 1, intact, False, {(entry.id,)})
+    assert new == (intact, 0 if intact else 1, intact, {(entry.id,)})
     graph.refresh(pool_id=world.bot.id, changed_ids=[entry.id])
     assert derived() == new
 
@@ -407,9 +406,10 @@ def _derived_columns() -> dict[str, tuple[bool, str, str]]:
 
 
 def test_what_is_written_with_an_entry_is_what_its_rows_say(world: World) -> None:
-    """[Q4, V4](b, d) `depends`, `org_scope` and `rule_scope` as written with each entry (by
-    Remember, learning's changes, an import, a refresh after a purge) are what the migration
-    derives from its closure, tags and evidence: the access rule may read them in the row."""
+    """[Q4, V4](b, d, e) `depends`, `org_scope` and `rule_scope` as written with each entry (by
+    Remember, learning's changes, an import) are what the migration derives from its sources,
+    tags and evidence, and a purge of a source leaves them right: the access rule may read
+    them in the row."""
     alice, carol = world.alice.person.id, world.carol.person.id
     org, other = world.org.id, world.other_org.id
     pinned = entry_remember(
@@ -440,6 +440,7 @@ def test_what_is_written_with_an_entry_is_what_its_rows_say(world: World) -> Non
             ImportedEntry(id="mem_two_orgs", layer="pinned", content="t", tags=[f"org:{org}",
                 f"org:{other}"], evidence=[ItemEvidence("", 0, f"person:{alice}", other)]),
             ImportedEntry(id="mem_no_org", layer="pinned", content="n", tags=[], evidence=[]),
+            ImportedEntry(id="mem_empty_org", layer="pinned", content="e", tags=["org:"]),
             ImportedEntry(id="mem_over_one", layer="observation", content="o",
                 tags=[f"org:{org}"], source_entries=["mem_no_org"]),
         ],
@@ -450,8 +451,10 @@ def test_what_is_written_with_an_entry_is_what_its_rows_say(world: World) -> Non
     assert written[over_both.id] == (True, org, "")  # one of its sources is left
     assert written["mem_two_orgs"] == (False, SCOPE_MANY, f"{other} person:{alice}")
     assert written["mem_no_org"] == (False, "", "")
+    # An empty organization cannot be told from none: the rule reads the tags themselves.
+    assert written["mem_empty_org"] == (False, SCOPE_MANY, "")
     assert written["mem_over_one"] == (True, org, "")
-    migration = importlib.import_module("memory.migrations.0007_derived_scopes_and_depends")
+    migration = importlib.import_module("memory.migrations.0007_access_in_the_row")
     Entry.objects.update(depends=True, org_scope=SCOPE_MANY, rule_scope=SCOPE_MANY)
     with connection.cursor() as cursor:
         cursor.execute(migration.DERIVE)
