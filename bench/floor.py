@@ -160,7 +160,7 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
                 status, created_at, updated_at, rank, intact, blockers, sound, depends,
                 org_scope, rule_scope)
             VALUES (%(id)s, %(bot)s, 'pinned', %(content)s, %(length)s, 'active', %(at)s,
-                %(at)s, 0, true, 0, true, false, %(org)s, %(org)s || ' ' || %(rule)s)
+                %(at)s, 0, true, 0, true, false, %(org)s, %(scope)s)
             RETURNING id
         ), t AS (
             INSERT INTO {_table(EntryTag)} (entry_id, {_column(EntryTag, "bot")}, tag, kind)
@@ -200,6 +200,7 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
                     "kinds": [tag.split(":", 1)[0] for tag in tags],
                     "rule": f"person:{person_id}",
                     "org": organization_id,
+                    "scope": f"{organization_id} person:{person_id}",
                     "payload": encrypt(operations.encode()).decode(),
                 },
             )

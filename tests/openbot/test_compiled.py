@@ -135,3 +135,24 @@ def test_rows_read_in_binary_are_the_rows_read_as_text(world: World) -> None:
     as_text = query.rows(values)
     assert query.rows(values, binary=True) == as_text
     assert as_text[0]["sources"] == [["chat_1", "3", None], [None, None, "mem_1"]]
+
+
+def test_rows_are_the_same_with_postgresqls_placeholders_or_psycopgs(world: World) -> None:
+    """[Q4] Unlogged, a compiled query runs with PostgreSQL's own placeholders ($1 …), which
+    psycopg does not parse; logged (DEBUG, counted queries) with psycopg's, to be logged with
+    its values. A literal percent sign stays one."""
+
+    def build() -> QuerySet[Any, Any]:
+        return (
+            Organization.objects.filter(id=stand_in("org"), name__startswith="Org")
+            .annotate(share=RawSQL("'100%%'", ()))
+            .values("id", "share")
+        )
+
+    query = compiled("test: placeholders", build)
+    values = {stand_in("org"): world.org.id}
+    assert query.native_sql.count("$") == len(query.params)
+    unlogged = query.rows(values)
+    with CaptureQueriesContext(connection) as logged:
+        assert query.rows(values) == unlogged == [{"id": world.org.id, "share": "100%"}]
+    assert world.org.id in logged[0]["sql"]
