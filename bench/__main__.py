@@ -1,7 +1,8 @@
 """`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures
 (`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn;
 `--floor`: [Q4] the hot paths next to their floor, in-process and over HTTP, bench.floor;
-`--recall`: [R4] recall@k and search cost, bench.recall).
+`--recall`: [R4] recall@k and search cost, bench.recall; `--learning`: [K1] what learning
+keeps from written chats, per model, bench.learning).
 
 DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
 is created if missing); DJANGO_SETTINGS_MODULE defaults to `settings.dev`. A run deletes the
@@ -128,7 +129,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure [R4] recall@k of search and its cost instead (bench.recall)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--learning",
+        action="store_true",
+        help="measure [K1] what learning keeps from written chats instead (bench.learning; "
+        "with --quick and --model, see python -m bench.learning --help)",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.learning:
+        from bench import learning
+
+        return learning.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.turn:
         from bench import turn
 

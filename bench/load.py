@@ -12,7 +12,8 @@ The bench starts and stops the servers itself, as subprocesses, with a temporary
 - `--setup embedded`: the default setup — `settings.dev`, a SQLite file, the in-process worker —
   served by `manage.py runserver --noreload` (what `make run` serves, without the file watcher).
 - `--setup production`: `scripts/serve_prod.sh` (what `make serve-prod` runs) with the
-  production settings: gunicorn (`--web` workers) and `rundramatiq` (`--workers` processes) on
+  production settings: nginx in front (`PROXY=none` in the environment: without), gunicorn
+  (`--web` workers) and `rundramatiq` (`--workers` processes) on
   PostgreSQL (`--database-url`, the bench's own database: dropped and created at every start)
   and Redis or RabbitMQ (`--broker-url`, a broker of the bench's own: its queues are flushed).
 
@@ -364,10 +365,11 @@ def served(args: argparse.Namespace, directory: Path, port: int) -> Served:
         "WORKER_THREADS": str(args.worker_threads),
         "PY": sys.executable,
     }
+    proxy = "gunicorn alone" if env.get("PROXY") == "none" else "nginx in front"
     return Served(
         env=env,
         command=[str(ROOT / "scripts" / "serve_prod.sh")],
-        description=f"production: scripts/serve_prod.sh — gunicorn {args.web} workers × "
+        description=f"production: scripts/serve_prod.sh — {proxy}, gunicorn {args.web} workers × "
         f"{args.web_threads} threads, rundramatiq {args.workers} processes × "
         f"{args.worker_threads} threads, settings.production, PostgreSQL, "
         f"{args.broker_url.split('://')[0]} broker",
@@ -399,16 +401,23 @@ def serving(setup: Served, log: Path) -> Iterator[subprocess.Popen[bytes]]:
             process.wait(timeout=10)
 
 
-def session_kill(session: int) -> None:
-    """SIGKILL every process of the session (the script's servers run in groups of their own)."""
+def processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent's pid, session) of every process on this machine."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[3]) == session:  # after pid and (comm): state, ppid, pgrp, session
+        # After pid and (comm): state, ppid, pgrp, session.
+        yield int(stat.parent.name), int(fields[1]), int(fields[3])
+
+
+def session_kill(session: int) -> None:
+    """SIGKILL every process of the session (the script's servers run in groups of their own)."""
+    for pid, _, in_session in processes():
+        if in_session == session:
             with suppress(ProcessLookupError):
-                os.kill(int(stat.parent.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
 
 def ready_wait(process: subprocess.Popen[bytes], base_url: str, scene: Scene, log: Path) -> None:

@@ -11,15 +11,18 @@ change that takes the lock and only updates the pool's version row.
 All the while a reader thread with its own connection reads one entry the way the memory
 routes do (rights as of now, then the shared lock, the access rule and the entry's body), and
 records how long it waited for the shared lock; its floor is the same wait before any change.
-At the end the chain and the fan-outs are purged (timed as purges).
+At the end the chain and the fan-outs are purged (timed as purges), and so are two chats learned
+through turns [F5] (400 and 1,000 turns, one fact each, with the model calls and enrichments that
+carried those facts, as `add_learned_chat` writes them): their purge also removes those copies
+[P4], which it does before it takes the lock; its time in all is printed beside its hold.
 
 PostgreSQL on the development machine runs without autovacuum, and every status change of a
 root rewrites its 1,000 dependents' rows: the benchmark vacuums before timing and every other
 round, about as often as autovacuum's default threshold would. Without it, dead rows pile up
 and the figures drift upwards from run to run.
 
-Targets [L2]: every single change p95 ≤ 250 ms; no import batch holds the lock longer than
-1 s; no reader waits longer than 1 s.
+Targets [L2, F5]: every single change (a learned chat's purge included) p95 ≤ 250 ms; no import
+batch holds the lock longer than 1 s; no reader waits longer than 1 s.
 """
 
 import statistics
@@ -35,21 +38,24 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from bench import pool as bench_pool
+from chats.services import chat_create, turn_end, turn_start
 from memory import lock
 from memory.access import Reader, audience_allowed, visible_ids
+from memory.forgetting import entry_forget, pool_purge
 from memory.learned import observation_create_in
 from memory.models import Change, Entry, Pool
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
     entries_import,
-    entry_forget,
     entry_remember,
     entry_set_status_in,
     pool_change,
-    pool_purge,
 )
+from memorybot.models import Enrichment, EnrichmentEntry, ModelCall, ModelCallEntry
+from memorybot.purge import memory_purge
 from openbot import ids
+from openbot.access import Caller
 from openbot.fields import readable_values
 from openbot.models import Bot
 
@@ -150,6 +156,7 @@ class Added:
     chain: list[str]
     chain_chat: str
     fan_outs: list[tuple[str, str]]  # (root, chat)
+    learned: list[tuple[int, str]] = field(default_factory=list)  # (entries, chat)
 
 
 def add_graphs(world: bench_pool.World, bot: Bot) -> Added:
@@ -226,6 +233,90 @@ def _imported(
         evidence=evidence or [],
         confidence=0.7 if layer == Entry.Layer.OBSERVATION else None,
     )
+
+
+# Chats learned through turns, by their count of entries: the purges of [F5].
+LEARNED_CHATS = (400, 1_000)
+# What a turn's calls carried, as the memory bot's steps do: the enrichment the newest entries
+# that fit its context, the learning step its context of up to 300 valid entries [W5].
+ENRICHMENT_CARRIES = 40
+LEARNING_CARRIES = 300
+
+
+def add_learned_chat(world: bench_pool.World, bot: Bot, *, turns: int) -> str:
+    """A private chat of one person with `turns` turns, each of which learned one fact, and
+    the memory bot's records of them as turns leave them [P4]: per turn an enrichment call
+    and an enrichment made from the chat's newest facts, a confide call, and a learning call
+    that carried the facts before it and the one it created. The chat's id."""
+    organization = world.organization
+    person = world.people[len(world.people) // 2]
+    chat = chat_create(
+        caller=Caller(person=person, organization=organization),
+        bot_id=bot.id,
+        channel_id=None,
+        test=False,
+    )
+    said = []
+    for _ in range(turns):
+        turn = turn_start(chat=chat, person=person, text="something worth keeping, said")
+        turn_end(turn=turn)
+        said.append(turn)
+    tags = [f"from:{person.id}", f"for:person:{person.id}", f"org:{organization.id}"]
+    facts = [
+        _imported(
+            Entry.Layer.FACT,
+            [*tags, f"chat:{chat.id}"],
+            source_items=[(chat.id, turn.input_seq)],
+            evidence=[
+                ItemEvidence(chat.id, turn.input_seq, f"person:{person.id}", organization.id)
+            ],
+        )
+        for turn in said
+    ]
+    entries_import(pool_id=bot.id, entries=facts)
+    purposes = (ModelCall.Purpose.ENRICHMENT, ModelCall.Purpose.CONFIDE, ModelCall.Purpose.LEARNING)
+    calls = ModelCall.objects.bulk_create(
+        ModelCall(
+            organization=organization,
+            bot=bot,
+            purpose=purpose,
+            model="bench:model",
+            request="what the memory bot was shown",
+            result="what it answered",
+            status=ModelCall.Status.OK,
+            chat_id=chat.id,
+        )
+        for _ in said
+        for purpose in purposes
+    )
+    ids = [fact.id for fact in facts]
+    carried, enrichments = [], []
+    for n, turn in enumerate(said):
+        enrichment_call, _, learning_call = calls[3 * n : 3 * n + 3]
+        shown = ids[max(0, n - ENRICHMENT_CARRIES) : n]
+        carried += [ModelCallEntry(call=enrichment_call, entry_id=entry_id) for entry_id in shown]
+        carried += [
+            ModelCallEntry(call=learning_call, entry_id=entry_id)
+            for entry_id in ids[max(0, n + 1 - LEARNING_CARRIES) : n + 1]
+        ]
+        if shown:
+            enrichments.append(
+                (
+                    Enrichment(chat=chat, turn=turn, text="the input, rewritten", original="it"),
+                    shown,
+                )
+            )
+    ModelCallEntry.objects.bulk_create(carried, batch_size=5_000)
+    Enrichment.objects.bulk_create([enrichment for enrichment, _ in enrichments])
+    EnrichmentEntry.objects.bulk_create(
+        [
+            EnrichmentEntry(enrichment=enrichment, entry_id=entry_id)
+            for enrichment, shown in enrichments
+            for entry_id in shown
+        ],
+        batch_size=5_000,
+    )
+    return chat.id
 
 
 # --- The changes ----------------------------------------------------------------------------
@@ -315,6 +406,14 @@ def measure(world: bench_pool.World, bot: Bot, added: Added, holds: Holds, runs:
         pool_id=pool_id,
         tag=f"chat:{added.chain_chat}",
     )
+    for entries, chat in added.learned:
+        started = time.perf_counter()
+        kind = f"purge ({entries:,}-entry learned chat)"
+        holds.run(kind, memory_purge, pool_id=pool_id, tag=f"chat:{chat}")
+        print(
+            f"{kind}: {time.perf_counter() - started:.2f} s in all, "
+            f"{holds.samples[kind][-1]:.1f} ms of it under the lock"
+        )
 
 
 # --- The run --------------------------------------------------------------------------------
@@ -365,6 +464,14 @@ def run(*, size: int, runs: int, reuse: bool) -> bool:
         holds.kind = "untimed"
         print(
             f"imported a {DEPENDENTS:,}-deep chain and {FAN_OUTS} fan-outs of {DEPENDENTS:,} in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        started = time.perf_counter()
+        added.learned = [
+            (turns, add_learned_chat(world, bot, turns=turns)) for turns in LEARNED_CHATS
+        ]
+        print(
+            f"learned chats of {', '.join(f'{n:,}' for n in LEARNED_CHATS)} turns in "
             f"{time.perf_counter() - started:.1f} s"
         )
         tidy()

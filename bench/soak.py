@@ -152,7 +152,7 @@ def _writer(soak: Soak, pool_id: str, org_id: str, pairs: list[tuple[str, str]],
 
 def run(*, seconds: float, readers: int, writers: int) -> bool:
     from bench import pool as bench_pool
-    from memory.services import pool_purge
+    from memory.forgetting import pool_purge
 
     world = bench_pool.world_find() or bench_pool.world_build()
     built = bench_pool.pool_find(world, 10_000) or bench_pool.pool_build(world, size=10_000)

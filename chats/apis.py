@@ -1,158 +1,41 @@
-"""[C4, C5, A6, A12] Chat routes: create, read, items, turns, and what the memory bot did."""
+"""[C4, C5, A6, A12] Chat routes: create, read, items, turns, and what the memory bot did;
+[D1] the export of everything about a person."""
 
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from chats.models import Chat, Item, Turn
+from chats.export import person_export
 from chats.permissions import ChatScopedViewSet, IsChatOwner, IsChatParticipant
 from chats.selectors import chat_items
-from chats.services import MAX_TEXT, chat_create
-from chats.turns import chat_history_forget, turn_run
-from memorybot.models import Confession, Enrichment, LearningRun
+from chats.serializers import (
+    ChatCreateInput,
+    ChatOutput,
+    ConfessionsOutput,
+    EnrichmentsOutput,
+    ItemsOutput,
+    LearningRunsOutput,
+    TurnInput,
+    TurnResult,
+)
+from chats.services import chat_create
+from chats.turns import chat_history_forget, turn_again, turn_run
 from memorybot.selectors import (
     confessions_of_chat,
     enrichments_of_chat,
-    learning_run_of_turn,
     learning_runs_of_chat,
 )
-from openbot.clock import to_ms
+from openbot.auth import caller_of
+from openbot.idempotency import IDEMPOTENCY_ERRORS, IDEMPOTENCY_KEY, Claim, idempotent
 from openbot.permissions import CanReadBot
 from openbot.schema import errors
-from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
-
-
-class ChatOutput(serializers.Serializer):
-    id = serializers.CharField()
-    bot = serializers.CharField(source="bot_id")
-    organization = serializers.CharField(source="organization_id")
-    owner = serializers.CharField(source="owner_id")
-    channel = serializers.CharField(source="channel_id", allow_null=True)
-    test = serializers.BooleanField()
-    createdAt = serializers.SerializerMethodField()
-
-    def get_createdAt(self, chat: Chat) -> int:
-        return to_ms(chat.created_at)
-
-
-class ItemOutput(serializers.Serializer):
-    id = serializers.CharField(source="public_id")
-    kind = serializers.CharField()
-    text = serializers.CharField()
-    app = serializers.CharField(allow_null=True)
-    tool = serializers.CharField(allow_null=True)
-    createdAt = serializers.SerializerMethodField()
-
-    def get_createdAt(self, item: Item) -> int:
-        return to_ms(item.created_at)
-
-
-class TurnOutput(serializers.Serializer):
-    id = serializers.CharField(source="pk")
-    chat = serializers.CharField(source="chat_id")
-    person = serializers.CharField(source="person_id", allow_null=True)
-    startedAt = serializers.SerializerMethodField()
-    endedAt = serializers.SerializerMethodField()
-    error = serializers.SerializerMethodField()
-    learningRun = serializers.SerializerMethodField()
-
-    def get_startedAt(self, turn: Turn) -> int:
-        return to_ms(turn.started_at)
-
-    def get_endedAt(self, turn: Turn) -> int | None:
-        return to_ms(turn.ended_at) if turn.ended_at else None
-
-    def get_error(self, turn: Turn) -> str | None:
-        """[C6] What went wrong in the turn (a code such as `timeout`), or null."""
-        return turn.error or None
-
-    def get_learningRun(self, turn: Turn) -> str | None:
-        """[A12] The learning run the turn's confession stored (see `/learning`), or null."""
-        run_id = learning_run_of_turn(turn_id=turn.pk)
-        return None if run_id is None else str(run_id)
-
-
-class ConfessionOutput(serializers.Serializer):
-    id = serializers.CharField(source="pk")
-    turn = serializers.CharField(source="turn_id")
-    text = serializers.CharField()
-    reply = serializers.CharField()
-    createdAt = serializers.SerializerMethodField()
-
-    def get_createdAt(self, confession: Confession) -> int:
-        return to_ms(confession.created_at)
-
-
-class EnrichmentOutput(serializers.Serializer):
-    turn = serializers.CharField(source="turn_id")
-    text = serializers.CharField()
-    original = serializers.CharField(allow_null=True)
-    entries = serializers.ListField(source="entry_ids", child=serializers.CharField())
-    createdAt = serializers.SerializerMethodField()
-
-    def get_createdAt(self, enrichment: Enrichment) -> int:
-        return to_ms(enrichment.created_at)
-
-
-class RefusalOutput(serializers.Serializer):
-    """A refused change: its index in the model's answer and the reason code."""
-
-    change = serializers.IntegerField()
-    reason = serializers.CharField()
-
-
-class RunOutput(serializers.Serializer):
-    id = serializers.CharField(source="pk")
-    turn = serializers.CharField(source="turn_id")
-    status = serializers.ChoiceField(choices=LearningRun.Status.choices)
-    createdAt = serializers.SerializerMethodField()
-    endedAt = serializers.SerializerMethodField()
-    applied = serializers.IntegerField()
-    refused = RefusalOutput(source="refusals", many=True)
-    error = serializers.SerializerMethodField()
-
-    def get_createdAt(self, run: LearningRun) -> int:
-        return to_ms(run.created_at)
-
-    def get_endedAt(self, run: LearningRun) -> int | None:
-        return to_ms(run.finished_at) if run.finished_at else None
-
-    def get_error(self, run: LearningRun) -> str | None:
-        return run.error or None
-
-
-class ChatCreateInput(StrictSerializer):
-    bot = StrictCharField(max_length=40, trim_whitespace=False)
-    channel = StrictCharField(max_length=40, required=False, allow_null=True, trim_whitespace=False)
-    test = StrictBooleanField(required=False, default=False)
-
-
-class TurnInput(StrictSerializer):
-    text = StrictCharField(max_length=MAX_TEXT, trim_whitespace=False)
-
-
-class ItemsOutput(serializers.Serializer):
-    items = ItemOutput(many=True)
-
-
-class TurnResult(serializers.Serializer):
-    turn = TurnOutput()
-    items = ItemOutput(many=True)
-
-
-class ConfessionsOutput(serializers.Serializer):
-    confessions = ConfessionOutput(many=True)
-
-
-class EnrichmentsOutput(serializers.Serializer):
-    enrichments = EnrichmentOutput(many=True)
-
-
-class LearningRunsOutput(serializers.Serializer):
-    runs = RunOutput(many=True)
 
 
 class ChatViewSet(ChatScopedViewSet):
@@ -210,16 +93,27 @@ class ChatViewSet(ChatScopedViewSet):
         chat_history_forget(chat=self.chat)
         return Response(status=204)
 
-    @extend_schema(request=TurnInput, responses={201: TurnResult, **errors(400, 401, 404)})
+    @extend_schema(
+        request=TurnInput,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: TurnResult, **errors(400, 401, 404), **IDEMPOTENCY_ERRORS},
+    )
     @action(detail=True, methods=["post"])
     def turns(self, request: Request, chat_id: str) -> Response:
-        """[C3, C4, C6] Take a turn: your words, the bot's answer; it always ends."""
+        """[C3, C4, C6] Take a turn: your words, the bot's answer; it always ends. [F9] With an
+        `Idempotency-Key`, a retry answers the same turn and takes none."""
         serializer = TurnInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        outcome = turn_run(
-            chat=self.chat, person=self.caller.person, text=serializer.validated_data["text"]
-        )
-        return Response(TurnResult(outcome).data, status=201)
+        chat, person, text = self.chat, self.caller.person, serializer.validated_data["text"]
+
+        def run(claim: Claim) -> Any:
+            return TurnResult(turn_run(chat=chat, person=person, text=text, claim=claim)).data
+
+        def again(turn_id: str) -> Any:
+            outcome = turn_again(chat=chat, turn_id=turn_id)
+            return None if outcome is None else TurnResult(outcome).data
+
+        return idempotent(request, caller=self.caller, status=201, work=run, replay=again)
 
     @extend_schema(responses={200: ConfessionsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
@@ -231,8 +125,9 @@ class ChatViewSet(ChatScopedViewSet):
     @extend_schema(responses={200: EnrichmentsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def enrichments(self, request: Request, chat_id: str) -> Response:
-        """[A6, C5] Per turn: the new text, the person's words and the entries used."""
-        enrichments = enrichments_of_chat(chat_id=self.chat.id)
+        """[A6, C5, N6] Per turn: the new text (withheld when it was made from an entry the
+        owner may no longer use), the person's words and the entries used."""
+        enrichments = enrichments_of_chat(chat=self.chat)
         return Response(EnrichmentsOutput({"enrichments": enrichments}).data)
 
     @extend_schema(responses={200: LearningRunsOutput, **errors(401, 404)})
@@ -242,3 +137,35 @@ class ChatViewSet(ChatScopedViewSet):
         refused and why, as codes — never model output or content."""
         runs = learning_runs_of_chat(chat_id=self.chat.id)
         return Response(LearningRunsOutput({"runs": runs}).data)
+
+
+class MyExportApi(APIView):
+    """[D1] Everything about the token's person in the token's organization."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description=(
+                    'One JSON document, `"format": 1`: `organization`, `person`, `channels`, '
+                    "`tokens` (metadata, no secret), `memory` (per bot you may read: `bot`, "
+                    "`entries` as GET memory lists them, `version`) and `chats` (your chats "
+                    "with `items`, `enrichments` and `learningRuns`). See docs/api.md."
+                ),
+            ),
+            **errors(401),
+        }
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        """[D1] Download everything about you: streamed, one JSON document."""
+        caller = caller_of(request)
+        response = StreamingHttpResponse(
+            person_export(person=caller.person, organization=caller.organization),
+            content_type="application/json",
+        )
+        response["Content-Disposition"] = (
+            f'attachment; filename="openbot-export-{caller.person.id}.json"'
+        )
+        return response

@@ -9,6 +9,7 @@ from django.utils import timezone
 from chats.models import Chat, Event, Item, Turn
 from openbot.access import Caller, bot_for_reader
 from openbot.errors import NotFound
+from openbot.idempotency import UNCLAIMED, Claim
 from openbot.models import Channel, ChannelMember, Person
 
 MAX_TEXT = 32_000
@@ -71,14 +72,23 @@ def tool_result_append(
 
 
 @transaction.atomic
-def turn_start(*, chat: Chat, person: Person | None, text: str, notice: bool = False) -> Turn:
-    """[C3] Store the input item and the turn with its person (none for a notice)."""
+def turn_start(
+    *,
+    chat: Chat,
+    person: Person | None,
+    text: str,
+    notice: bool = False,
+    claim: Claim = UNCLAIMED,
+) -> Turn:
+    """[C3] Store the input item and the turn with its person (none for a notice); [F9] the
+    turn is recorded for the request's `Idempotency-Key` (`claim`) in the same transaction."""
     Chat.objects.select_for_update().filter(pk=chat.pk).first()
     turn = Turn.objects.create(chat=chat, person=None if notice else person, input_seq=0)
     kind = Item.Kind.NOTICE if notice else Item.Kind.PERSON
     item = item_append(chat=chat, kind=kind, text=text, turn=turn)
     turn.input_seq = item.seq
     turn.save(update_fields=["input_seq"])
+    claim.made(str(turn.pk))
     return turn
 
 

@@ -35,7 +35,8 @@ from memorybot.providers import Message, ModelRequest
 from memorybot.selectors import learning_runs_waiting
 from memorybot.services import chat_records_forget
 from memorybot.tasks import learning_enqueue
-from openbot.fields import EncryptionKeyError, decrypt
+from openbot.fields import EncryptionKeyError, decrypt, readable
+from openbot.idempotency import UNCLAIMED, AnswerGone, Claim
 from openbot.models import Person
 
 logger = logging.getLogger(__name__)
@@ -190,10 +191,11 @@ def _end(run: _Run, reply: str) -> Item:
     return bot_item
 
 
-def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
-    """Run one turn started by `person` (the authenticated caller) [C3]; it always ends [C6]."""
+def turn_run(*, chat: Chat, person: Person, text: str, claim: Claim = UNCLAIMED) -> TurnOutcome:
+    """Run one turn started by `person` (the authenticated caller) [C3]; it always ends [C6].
+    [F9] `claim` records the turn for the request's `Idempotency-Key` when it starts."""
     deadline_at = time.monotonic() + settings.OPENBOT_TURN_DEADLINE_SECONDS
-    turn = turn_start(chat=chat, person=person, text=text)
+    turn = turn_start(chat=chat, person=person, text=text, claim=claim)
     # The words are in hand: the stored copy is not read back (nor decrypted).
     person_item = Item.objects.defer("text").get(chat=chat, seq=turn.input_seq)
     person_item.text = text
@@ -208,6 +210,19 @@ def turn_run(*, chat: Chat, person: Person, text: str) -> TurnOutcome:
     finally:
         bot_item = _end(run, reply)
     return TurnOutcome(turn=turn, items=[person_item, bot_item])
+
+
+def turn_again(*, chat: Chat, turn_id: str) -> TurnOutcome | None:
+    """[F9] A turn of `chat` and its items as `turn_run` answered them, read again from the
+    rows for a replay; None while the turn runs. Once its input item is gone (the history
+    deleted [P3]), so is the answer: `AnswerGone`."""
+    turn = Turn.objects.filter(chat=chat, pk=turn_id).first()
+    if turn is not None and turn.ended_at is None:
+        return None
+    items = [] if turn is None else readable(Item.objects.filter(turn=turn).order_by("seq"))
+    if turn is None or not items or items[0].seq != turn.input_seq:
+        raise AnswerGone()
+    return TurnOutcome(turn=turn, items=items)
 
 
 @transaction.atomic

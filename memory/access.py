@@ -168,11 +168,16 @@ def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
     return failing
 
 
+def _admitting(reader: Reader, entry: OuterRef) -> QuerySet[EntryTag]:
+    """[V4](c) The `for:` tags of `entry` that admit `reader`, looked up by the entry."""
+    return EntryTag.objects.filter(entry_id=entry, tag__in=reader.for_tags)
+
+
 def _failing_sources(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
     """Closure rows of `entry` but its own whose entry is not admitted for `reader` [V4](c) or
     fails the local rule."""
     ancestor = OuterRef("ancestor_id")
-    admitted = EntryTag.objects.filter(entry_id=ancestor, tag__in=reader.for_tags)
+    admitted = _admitting(reader, ancestor)
     failing = Entry.objects.filter(id=ancestor).filter(_failing_locally(reader, OuterRef("pk")))
     return (
         Closure.objects.filter(entry_id=entry)
@@ -249,6 +254,22 @@ def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Query
     )
 
 
+def visible_among(*, pool_id: str, reader: Reader, ids: Any) -> QuerySet[Entry]:
+    """The entries of `ids` (a subquery of a few of the pool's entries) that `reader` may see
+    for active use [V6], content deferred, unordered.
+
+    Each is checked by its own rows: its admitting `for:` tag is looked up by the entry, not
+    in the pool's (pool, tag) index, so that no plan, with planner statistics or without,
+    reads the pool's tag rows for every entry: the cost follows `ids`, not the pool [R7].
+    """
+    return (
+        Entry.objects.filter(_usable(active_only=True), bot_id=pool_id, id__in=ids)
+        .filter(Exists(_admitting(reader, OuterRef("pk"))))
+        .exclude(_blocked(reader, OuterRef("pk")))
+        .defer("content")
+    )
+
+
 def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
     """`visible_entries`, for reads that check every admitted entry (a listing, whole or by
     page; learning's context) rather than a few of them.
@@ -256,11 +277,10 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
     Each admitted entry's local rule is checked in its own row, and its dependencies, if it
     names a source entry (`depends`), are looked up among the admitted entries that pass
     (hashed once on PostgreSQL, while the set fits in `work_mem`), rather than checked again
-    for every closure row that names them. For the [Q1] reader (1,030 admitted entries, 984
-    visible, 2,070 closure rows) that is a closure probe for each of the 176 observations that
-    pass their own rule and one entry row per admitted entry for the set [Q4]. For a few
-    entries (by id, a search's candidates, `context`'s windows) the set costs more than it
-    saves.
+    for every closure row that names them. That is one entry row per admitted entry for the
+    set, and a closure probe only for the entries that depend on others and pass their own
+    rule [Q4]. For a few entries (by id, a search's candidates, `context`'s windows) the set
+    costs more than it saves.
     """
     itself = OuterRef("pk")
     failing = (

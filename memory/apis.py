@@ -2,6 +2,7 @@
 memory.services. The purge route [A4] lives in `memorybot.apis`: it also removes the memory
 bot's copies [P4]."""
 
+import unicodedata
 from typing import Any
 
 from django.core import signing
@@ -20,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory.access import Reader
+from memory.forgetting import Forgotten, entries_forget_mine, entry_forget
 from memory.models import Pool
 from memory.selectors import (
     change_log,
@@ -28,17 +30,29 @@ from memory.selectors import (
     entry_row,
     pool_settings,
 )
-from memory.serializers import EntryOutput, ForgottenOutput, MemoryListOutput, MemoryLogOutput
+from memory.serializers import (
+    EntryOutput,
+    ForgetMineOutput,
+    ForgottenOutput,
+    MemoryListOutput,
+    MemoryLogOutput,
+)
 from memory.services import (
-    MAX_CONTENT,
-    TOPIC,
+    REMEMBER_MAX_CONTENT,
     check_topics,
-    entry_forget,
     entry_remember,
     memory_settings_update,
 )
+from memory.topics import TOPIC_MAX_LENGTH, TOPIC_SHAPE
 from openbot.access import Caller
 from openbot.errors import NotFound, invalid
+from openbot.idempotency import (
+    IDEMPOTENCY_ERRORS,
+    IDEMPOTENCY_KEY,
+    AnswerGone,
+    Claim,
+    idempotent,
+)
 from openbot.models import Bot
 from openbot.permissions import CanReadBot, CanWriteBot
 from openbot.schema import NO_NUL, NOT_BLANK, errors
@@ -56,10 +70,19 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 @extend_schema_field(
-    {"type": "string", "pattern": TOPIC.pattern, "maxLength": 64, "description": "A topic [E3]"}
+    {
+        "type": "string",
+        "pattern": TOPIC_SHAPE,
+        # [E9] Beyond ASCII the pattern takes any character; the format names the rule that
+        # decides (the schemathesis hooks of CI generate topics by it).
+        "format": "topic",
+        "maxLength": TOPIC_MAX_LENGTH,
+        "description": "A topic [E3, E9]: lowercase letters of any script, digits and single "
+        "inner hyphens, in NFC (stored normalized); an uppercase letter is refused",
+    }
 )
 class TopicField(StrictCharField):
-    """[E3] A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
+    """[E3, E9] A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(trim_whitespace=False, **kwargs)
@@ -70,9 +93,13 @@ class RememberCommand(StrictSerializer):
 
     _tag = serializers.ChoiceField(["Remember"], label="_tag")
     # Stripped of surrounding whitespace; the pattern says what is left is not blank (and,
-    # like every string, holds no NUL).
-    content = StrictCharField(max_length=MAX_CONTENT, validators=[RegexValidator(NOT_BLANK)])
-    tags = serializers.ListField(child=TopicField(max_length=64), required=False, max_length=32)
+    # like every string, holds no NUL). [E8] What is left fits the enrichment context.
+    content = StrictCharField(
+        max_length=REMEMBER_MAX_CONTENT, validators=[RegexValidator(NOT_BLANK)]
+    )
+    tags = serializers.ListField(
+        child=TopicField(max_length=TOPIC_MAX_LENGTH), required=False, max_length=32
+    )
 
 
 class ForgetCommand(StrictSerializer):
@@ -82,7 +109,17 @@ class ForgetCommand(StrictSerializer):
     id = StrictCharField(max_length=40, trim_whitespace=False)
 
 
-COMMANDS: dict[str, type[StrictSerializer]] = {"Remember": RememberCommand, "Forget": ForgetCommand}
+class ForgetMineCommand(StrictSerializer):
+    """[D2] Take back your part of every entry you are behind and may see, in one change."""
+
+    _tag = serializers.ChoiceField(["ForgetMine"], label="_tag")
+
+
+COMMANDS: dict[str, type[StrictSerializer]] = {
+    "Remember": RememberCommand,
+    "Forget": ForgetCommand,
+    "ForgetMine": ForgetMineCommand,
+}
 # [A13] A tagged union: `_tag` says which command the object is.
 COMMAND = PolymorphicProxySerializer(
     component_name="MemoryCommand",
@@ -214,7 +251,9 @@ class MemoryViewSet(ScopedViewSet):
         """[A1, A10, V6] Entries for you in your organization, the history included, in memory
         order [E6]; `tags` keeps entries with all of them. Page with `limit` and `cursor`."""
         raw_tags = request.query_params.get("tags", "")
-        tags = [tag.strip() for tag in raw_tags.split(",") if tag.strip()]
+        # [E9] Topics are stored in NFC: a tag written decomposed finds them too.
+        tags = [unicodedata.normalize("NFC", tag.strip()) for tag in raw_tags.split(",")]
+        tags = [tag for tag in tags if tag]
         if len(tags) > 32 or any(len(tag) > 200 for tag in tags):
             raise invalid("tags", "at most 32 tags of at most 200 characters")
         limit = query_integer(request, "limit", low=1, high=MAX_PAGE)
@@ -241,37 +280,82 @@ class MemoryViewSet(ScopedViewSet):
 
     @extend_schema(
         request=BodySerializer,
+        parameters=[IDEMPOTENCY_KEY],
         responses={
             201: OpenApiResponse(EntryOutput, description="Remember: the new pinned entry"),
-            200: OpenApiResponse(ForgottenOutput, description="Forget: your part is taken back"),
-            **errors(400, 401, 404, 409),
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    component_name="MemoryForgotten",
+                    serializers=[ForgottenOutput, ForgetMineOutput],
+                    resource_type_field_name=None,
+                ),
+                description="Forget: your part is taken back; ForgetMine: how many entries were "
+                "retracted and how many you were excluded from, and the version",
+            ),
+            **errors(400, 401, 404),
+            **IDEMPOTENCY_ERRORS,
         },
     )
     def create(self, request: Request, bot_id: str) -> Response:
-        """[A2, P1] `Remember` adds a pinned entry only you see (201); `Forget` takes back your
-        part of an entry (200), or 409 if it is not for you."""
+        """[A2, P1, D2] `Remember` adds a pinned entry only you see (201); `Forget` takes back
+        your part of an entry (200), or 409 if it is not for you; `ForgetMine` takes back your
+        part of every entry you are behind and may see, in one change (200). [F9] With an
+        `Idempotency-Key`, a retry answers the same and changes nothing."""
         caller, bot = self.caller, self.bot
         outer = self.InputSerializer(data=request.data)
         outer.is_valid(raise_exception=True)
         raw = outer.validated_data["command"]
         kind = COMMANDS.get(raw["_tag"]) if isinstance(raw.get("_tag"), str) else None
         if kind is None:
-            raise invalid("command._tag", 'must be "Remember" or "Forget"')
+            raise invalid("command._tag", "must be one of " + ", ".join(f'"{t}"' for t in COMMANDS))
         command_input = kind(data=raw)
         if not command_input.is_valid():
             raise serializers.ValidationError({"command": command_input.errors})
         command: dict[str, Any] = command_input.validated_data
-        if kind is RememberCommand:
+        pool_id, reader = bot.pool_bot_id, reader_of(caller, bot)
+        if kind is ForgetCommand:
+            forgotten = ForgottenOutput({"ok": True}).data
+
+            def forget(claim: Claim) -> Any:
+                entry_forget(pool_id=pool_id, reader=reader, entry_id=command["id"], claim=claim)
+                return forgotten
+
+            return idempotent(
+                request, caller=caller, status=200, work=forget, replay=lambda _: forgotten
+            )
+        if kind is ForgetMineCommand:
+
+            def forget_mine(claim: Claim) -> Any:
+                done = entries_forget_mine(pool_id=pool_id, reader=reader, claim=claim)
+                return ForgetMineOutput(done).data
+
+            def forgot_mine(resource: str) -> Any:
+                return ForgetMineOutput(Forgotten.of_resource(resource)).data
+
+            return idempotent(
+                request, caller=caller, status=200, work=forget_mine, replay=forgot_mine
+            )
+        topics = check_topics(command.get("tags", []), "command.tags")
+
+        def remember(claim: Claim) -> Any:
             entry = entry_remember(
-                pool_id=bot.pool_bot_id,
+                pool_id=pool_id,
                 person_id=caller.person.id,
                 organization_id=caller.organization.id,
                 content=command["content"],
-                topics=check_topics(command.get("tags", []), "command.tags"),
+                topics=topics,
+                claim=claim,
             )
-            return Response(EntryOutput(entry_row(entry)).data, status=201)
-        entry_forget(pool_id=bot.pool_bot_id, reader=reader_of(caller, bot), entry_id=command["id"])
-        return Response(ForgottenOutput({"ok": True}).data)
+            return EntryOutput(entry_row(entry)).data
+
+        def remembered(entry_id: str) -> Any:
+            # [F9] As GET shows it now: a purge or a Forget since reaches the replay too.
+            entry = entry_for_reader(pool_id=pool_id, reader=reader, entry_id=entry_id)
+            if entry is None:
+                raise AnswerGone()
+            return EntryOutput(entry).data
+
+        return idempotent(request, caller=caller, status=201, work=remember, replay=remembered)
 
     @extend_schema(
         parameters=[

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.access import Reader, visible_ids
+from memory.graph import components
 from memory.lock import pool_read
 from memory.models import Entry, EntrySource, EntryTag, Evidence, Exclusion
 from openbot.errors import NotFound, invalid
@@ -291,47 +292,13 @@ def _walk(
                 queue.append((row.source, key))
 
 
-def _on_cycles(graph: dict[str, list[str | None]]) -> set[str]:
-    """The nodes of `graph` that lie on a cycle: Tarjan's strongly connected components, each
-    of more than one node or with an edge to itself (iterative, for deep chains)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cyclic: set[str] = set()
-    for root in graph:
-        if root in index:
-            continue
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        work = [(root, iter(graph[root]))]
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child is None or child not in graph:
-                    continue
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(graph[child])))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        component.append(top)
-                        if top == node:
-                            break
-                    if len(component) > 1 or node in graph[node]:
-                        cyclic.update(component)
-    return cyclic
+def _on_cycles(references: dict[str, list[str | None]]) -> set[str]:
+    """The nodes of `references` that lie on a cycle: those of a strongly connected component
+    of more than one node, or with an edge to itself."""
+    sources = {key: [s for s in named if s is not None] for key, named in references.items()}
+    return {
+        member
+        for component in components(sources)
+        for member in component
+        if len(component) > 1 or member in sources[member]
+    }

@@ -172,8 +172,8 @@ def refresh_new(*, pool_id: str, entry_id: str) -> None:
     closure is itself, and nothing depends on it (its id was just made), so it blocks itself
     exactly when it is not intact."""
     Closure.objects.create(entry_id=entry_id, ancestor_id=entry_id)
-    # The intact check once (PostgreSQL took 3 ms to plan it written out three times), in a
-    # statement prepared once per connection.
+    # The intact check once (written out three times, PostgreSQL spent far longer planning it
+    # than running it), in a statement prepared once per connection.
     with compiled.cursor() as cursor:
         cursor.execute(
             f"UPDATE {_ENTRY} SET (intact, blockers, sound) ="
@@ -196,8 +196,8 @@ def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     entries and deletes them a hundred at a time), no content is read.
 
     By ids, not by a subquery on the purged tag: PostgreSQL joins a subquery of a thousand ids
-    by scanning the whole term and tag tables, and looks a list up in their indexes (the
-    1,000-dependent purges of `python -m bench --lock` held the lock 150 ms less).
+    by scanning the whole term and tag tables, and looks a list up in their indexes, so a
+    purge of many entries holds the pool's lock for less time.
 
     Their closure rows stay, for `closure_discard` after the commit: nothing reads the closure
     of an entry that does not exist, and a purged 1,000-deep chain has half a million rows.
@@ -249,7 +249,7 @@ def import_batches(*, sources: dict[str, list[str]], limits: ImportLimits) -> li
     batches: list[list[str]] = []
     batch: list[str] = []
     batch_rows = placed = 0
-    for component in _components(sources):
+    for component in components(sources):
         members = set(component)
         placed += len(component)
         reached = {source for member in component for source in sources[member]} - members
@@ -272,7 +272,7 @@ def import_batches(*, sources: dict[str, list[str]], limits: ImportLimits) -> li
     return batches
 
 
-def _components(sources: dict[str, list[str]]) -> list[list[str]]:
+def components(sources: dict[str, list[str]]) -> list[list[str]]:
     """Strongly connected components of the references among `sources`' keys, each after
     the components it names (Tarjan's algorithm, iterative)."""
     edges = {entry_id: [s for s in named if s in sources] for entry_id, named in sources.items()}

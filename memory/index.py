@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from memory.lock import pool_write
 from memory.models import Entry, EntryTerm
+from memory.notes import content_key
 from memory.terms import term_hash, text_terms
 from openbot.fields import readable_values
 
@@ -36,9 +37,17 @@ def entries_index(*, bot_id: str, entries: Iterable[tuple[str, str]]) -> None:
 
 
 def entries_reindex(*, bot_id: str, entries: list[tuple[str, str]]) -> None:
-    """[R2] Replace the index rows of `entries` (id, content) with rows under the current key."""
+    """[R2, K5] Replace the index rows and the content keys of `entries` (id, content) with
+    those under the current key."""
     EntryTerm.objects.filter(entry_id__in=[entry_id for entry_id, _ in entries]).delete()
     entries_index(bot_id=bot_id, entries=entries)
+    Entry.objects.bulk_update(
+        [
+            Entry(id=entry_id, content_key=content_key(pool_id=bot_id, content=content))
+            for entry_id, content in entries
+        ],
+        ["content_key"],
+    )
 
 
 @dataclass(frozen=True)

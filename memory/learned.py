@@ -7,6 +7,13 @@ builds every OpenBot-owned tag (`from:`, `for:`, `org:`, `chat:`, `channel:`, `a
 evidence row itself [W7]. A proposal may only name sources the run's reader may use now [W6],
 and an observation only an audience every source allows [V5]; anything else is refused with
 a reason code, never applied in part. Memory never reads chats: the caller hands the items in.
+
+What is learned stays what people stated, once [K5, K6]: content that addresses the assistant
+with instructions is refused (`instruction_like`, `memory.notes`), and a fact equal after
+normalization to an active entry with the same people, audience and organization (`from:`,
+`for:`, `org:` tags) that the run's reader may see is not added again: it is refused as
+`duplicate` and the existing entry stays as it is, its sources unchanged. The equal entry is
+found by its stored content key, so nothing is decrypted to find it.
 """
 
 import re
@@ -18,6 +25,7 @@ from django.db import transaction
 
 from memory.access import Reader, audience_allowed, visible_ids
 from memory.models import Entry, EntryTag
+from memory.notes import content_key, instruction_like
 from memory.services import (
     MAX_CONTENT,
     ItemEvidence,
@@ -25,9 +33,10 @@ from memory.services import (
     entry_create_in,
     entry_set_status_in,
     entry_topics_in,
-    is_topic,
+    tag_kind,
     topic_rename_in,
 )
+from memory.topics import topics_of
 
 # The chat item kinds learning knows (the values of `chats.models.Item.Kind`).
 PERSON, TOOL_RESULT, NOTICE = "person", "tool_result", "notice"
@@ -36,6 +45,29 @@ SOURCE_KINDS = frozenset({PERSON, TOOL_RESULT, NOTICE})
 # The OpenBot-owned tags an observation carries over from its sources, so purge reaches it.
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
 ITEM_ID = re.compile(r"i-([0-9]{1,9})")
+# [K5] The tags that say whose an entry is and who reads it: equal entries share all of them.
+OWNER_KINDS = frozenset({"from", "for", "org"})
+# Why a proposed change was refused: the codes a run records [W7, K5, K6].
+REFUSAL_CODES = (
+    "not_a_change",
+    "unknown_change",
+    "bad_content",
+    "bot_words_as_content",
+    "instruction_like",
+    "duplicate",
+    "bad_topic",
+    "colon_tag",
+    "no_sources",
+    "source_outside_range",
+    "source_missing",
+    "bot_words_as_source",
+    "no_person_source",
+    "not_learnable",
+    "source_not_visible",
+    "bad_confidence",
+    "bad_audience",
+    "audience_too_wide",
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +97,8 @@ class SourceItem:
     person_id: str | None = None
     # [E3] For a tool result: the tool (else the app) it came from.
     tool: str | None = None
+    # [D4] False for an item of a person who opted out, or of a channel with learning off.
+    learnable: bool = True
 
 
 @dataclass(frozen=True)
@@ -136,9 +170,25 @@ def fact_create_in(
     topics: Sequence[str] = (),
 ) -> Entry:
     """[V2, V3, W7] A fact from `items` of one chat, with the tags and evidence OpenBot
-    derives: `from:` each person who said one, `app:` each tool result's tool, `for:` the
-    rule of each item, the organization, chat and channel."""
+    derives (`fact_tags`)."""
     items = sorted(items, key=lambda item: item.seq)
+    tags, evidence = fact_tags(place=place, items=items)
+    return entry_create_in(
+        change,
+        layer=Entry.Layer.FACT,
+        content=content,
+        tags=tags + list(topics),
+        source_items=[(place.chat_id, item.seq) for item in items],
+        evidence=evidence,
+    )
+
+
+def fact_tags(
+    *, place: ChatPlace, items: Sequence[SourceItem]
+) -> tuple[list[str], list[ItemEvidence]]:
+    """[V2, V3, W7] The OpenBot-owned tags and the evidence of a fact from `items`: `from:`
+    each person who said one, `app:` each tool result's tool, `for:` the rule of each item,
+    the organization, chat and channel."""
     tags: list[str] = []
     evidence: list[ItemEvidence] = []
     for item in items:
@@ -158,14 +208,7 @@ def fact_create_in(
     tags += [f"org:{place.organization_id}", f"chat:{place.chat_id}"]
     if place.channel_id is not None:
         tags.append(f"channel:{place.channel_id}")
-    return entry_create_in(
-        change,
-        layer=Entry.Layer.FACT,
-        content=content,
-        tags=tags + list(topics),
-        source_items=[(place.chat_id, item.seq) for item in items],
-        evidence=evidence,
-    )
+    return tags, evidence
 
 
 def observation_create_in(
@@ -226,14 +269,15 @@ def _words(text: str) -> str:
 
 
 def _topics(value: Any) -> list[str]:
-    """[E3, W7] Topics only: colon tags and bad topics are refused."""
+    """[E3, E9, W7] Topics only, in NFC: colon tags and bad topics are refused."""
     if not isinstance(value, list) or not all(isinstance(topic, str) for topic in value):
         raise Refused("bad_topic")
     if any(":" in topic for topic in value):
         raise Refused("colon_tag")
-    if not all(is_topic(topic) for topic in value):
+    topics = topics_of(value)
+    if topics is None:
         raise Refused("bad_topic")
-    return list(dict.fromkeys(value))
+    return topics
 
 
 def _content(state: _Learning, proposed: dict[str, Any]) -> str:
@@ -242,7 +286,31 @@ def _content(state: _Learning, proposed: dict[str, Any]) -> str:
         raise Refused("bad_content")
     if _words(content) in state.bot_words:
         raise Refused("bot_words_as_content")  # [W1] they point; they never become memory
+    if instruction_like(content):
+        raise Refused("instruction_like")  # [K6] memory is data, never instructions
     return content.strip()
+
+
+def _refuse_duplicate(state: _Learning, content: str, tags: Sequence[str]) -> None:
+    """[K5] Refuse a new entry equal to an active one with the same people, audience and
+    organization that the run's reader may see (under the pool's write lock, so the entries
+    of this change and of runs that committed before it count too)."""
+    owners = {tag for tag in tags if tag_kind(tag) in OWNER_KINDS}
+    pool_id = state.change.pool_id
+    equal = Entry.objects.filter(
+        bot_id=pool_id,
+        content_key=content_key(pool_id=pool_id, content=content),
+        status=Entry.Status.ACTIVE,
+    ).values_list("id", flat=True)
+    tagged: dict[str, set[str]] = {entry_id: set() for entry_id in equal}
+    if not tagged:
+        return
+    rows = EntryTag.objects.filter(entry_id__in=list(tagged), kind__in=OWNER_KINDS)
+    for entry_id, tag in rows.values_list("entry_id", "tag"):
+        tagged[entry_id].add(tag)
+    same = [entry_id for entry_id, found in tagged.items() if found == owners]
+    if same and visible_ids(pool_id=pool_id, reader=state.reader, ids=same, active_only=True):
+        raise Refused("duplicate")
 
 
 def _visible_entry(state: _Learning, entry_id: Any) -> str:
@@ -279,9 +347,13 @@ def _add_fact(state: _Learning, proposed: dict[str, Any]) -> None:
         raise Refused("source_missing")
     if any(item.kind not in SOURCE_KINDS for item in items):
         raise Refused("bot_words_as_source")  # [W1] the bot's words never become memory
+    if not all(item.learnable for item in items):
+        raise Refused("not_learnable")  # [D4] "don't learn from me", or the channel's say
     people = [item.person_id for item in items if item.kind == PERSON]
     if not people or None in people:
         raise Refused("no_person_source")  # tool results and notices never alone
+    tags, _ = fact_tags(place=place, items=items)
+    _refuse_duplicate(state, content, tags)
     fact_create_in(state.change, place=place, items=items, content=content, topics=topics)
 
 

@@ -4,6 +4,12 @@ What the access rule [V4] reads is plain, indexed metadata (tags, source referen
 exclusions, the derived `Closure`/`sound`, and what an entry's own row holds of its sources,
 `org:` tags and evidence); content is encrypted and read only for the entries a response
 returns [V8].
+
+The rows that hang on an entry (its tags, sources, evidence, exclusions, terms and closure)
+have no foreign-key constraint in the database: `memory.graph.entries_delete` deletes them with
+their entry, and Django's cascade does elsewhere. A purge deletes a thousand entries under the
+pool's lock, and the database's check of every such constraint for every deleted entry at
+commit was a third of that hold [F5].
 """
 
 from django.db import models
@@ -90,6 +96,10 @@ class Entry(models.Model):
     depends = models.BooleanField(default=True, db_default=True)
     org_scope = models.CharField(max_length=200, default=SCOPE_MANY, db_default=SCOPE_MANY)
     rule_scope = models.CharField(max_length=120, default=SCOPE_MANY, db_default=SCOPE_MANY)
+    # [K5] The keyed hash of the normalized content (`memory.notes.content_key`): learning
+    # finds an equal note without decrypting; '' for entries written before it (`manage.py
+    # reindex` fills it in).
+    content_key = models.CharField(max_length=32, blank=True, default="", db_default="")
 
     class Meta:
         verbose_name_plural = "entries"
@@ -103,6 +113,8 @@ class Entry(models.Model):
                 fields=["id", "bot", "sound", "status", "rank", "updated_at", "content_length"],
                 name="entry_admitted_order",
             ),
+            # [K5] Learning looks up an equal note by its key.
+            models.Index(fields=["content_key"], name="entry_by_content_key"),
         ]
 
     def __str__(self) -> str:
@@ -112,7 +124,9 @@ class Entry(models.Model):
 class EntryTag(models.Model):
     """[E3] One tag of an entry; `kind` is the part before the first colon, or `topic`."""
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="tag_rows")
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="tag_rows", db_constraint=False
+    )
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
     tag = models.CharField(max_length=200)
     kind = models.CharField(max_length=10)
@@ -138,7 +152,11 @@ class EntrySource(models.Model):
 
     # Indexed by `source_by_entry`.
     entry = models.ForeignKey(
-        Entry, on_delete=models.CASCADE, related_name="source_rows", db_index=False
+        Entry,
+        on_delete=models.CASCADE,
+        related_name="source_rows",
+        db_index=False,
+        db_constraint=False,
     )
     position = models.SmallIntegerField()
     chat_id = models.CharField(max_length=40, null=True, blank=True)
@@ -163,7 +181,11 @@ class Evidence(models.Model):
 
     # Indexed by `evidence_by_entry`.
     entry = models.ForeignKey(
-        Entry, on_delete=models.CASCADE, related_name="evidence_rows", db_index=False
+        Entry,
+        on_delete=models.CASCADE,
+        related_name="evidence_rows",
+        db_index=False,
+        db_constraint=False,
     )
     # `person:<u>` or `channel:<c>`.
     rule = models.CharField(max_length=60)
@@ -192,10 +214,9 @@ class Evidence(models.Model):
 class Closure(models.Model):
     """Derived: `entry` depends on `ancestor` (itself included), through source references."""
 
-    # [L2] Derived rows, written by memory.graph with their entry and deleted with it by
-    # Django's cascade. No database constraint: a deep entry has a row per ancestor, and a
-    # deferred per-row check at commit would double what writing them holds the lock for.
-    # Indexed by `one_closure_row`, which leads with the entry.
+    # [L2] Derived rows, written by memory.graph with their entry. A deep entry has a row
+    # per ancestor: a constraint's check of each at commit would double what writing them
+    # holds the lock for. Indexed by `one_closure_row`, which leads with the entry.
     entry = models.ForeignKey(
         Entry, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
@@ -213,7 +234,9 @@ class Closure(models.Model):
 class Exclusion(models.Model):
     """[P1] A person who took back their part of an entry; kept private."""
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+")
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
     person_id = models.CharField(max_length=40)
 
     class Meta:
@@ -265,7 +288,9 @@ class EntryTerm(models.Model):
     with the entry, deleted with it by the cascade."""
 
     # Indexed by `one_term_per_entry`, which leads with the entry.
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="+", db_index=False)
+    entry = models.ForeignKey(
+        Entry, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
     term = models.CharField(max_length=32)
     frequency = models.IntegerField()

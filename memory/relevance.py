@@ -1,10 +1,10 @@
 """[R1] Relevance inside the access rule: BM25 over the hashed terms [R2], in one SQL query.
 
-The candidates are the entries the one access rule (`memory.access.visible_entries`) lets the
+The candidates are the entries the one access rule (`memory.access.visible_among`) lets the
 reader see for active use and that hold a query term, a subquery of the scoring statement:
-driven by the reader's admitting tag rows and the query's term rows, both read from their
-indexes. The cost grows with the matching entries the reader is admitted to, not with the
-pool. Nothing is decrypted here.
+found from the reader's admitting tag rows and the query's term rows, both read from their
+indexes once. The cost grows with the matching entries the reader is admitted to, not with
+the pool, whether or not the tables have planner statistics [R7]. Nothing is decrypted here.
 
 Scoring is Lucene's BM25 (`BM25Similarity`, k1 = 1.2, b = 0.75):
 `idf · tf / (tf + k1 · (1 − b + b · dl / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`
@@ -20,7 +20,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
-from memory.access import Reader, visible_entries
+from memory.access import Reader, visible_among
 from memory.compiled import shape_of
 from memory.models import Entry, EntryTag, EntryTerm
 from memory.terms import query_terms, term_hash
@@ -36,10 +36,13 @@ def ranked(
     """(id, score, content length) of the active entries `reader` may see that hold one of
     `terms`, most relevant first, at most `limit`; read it under the pool's lock [L1].
 
-    One statement: the entries admitted by a `for:` tag that hold a query term (a
-    materialized CTE, so that PostgreSQL starts from them), those of them the one access rule
-    lets the reader see for active use [V6] (`visible_entries`, compiled once per reader shape
-    [Q4]), then their term rows scored.
+    One statement, which reads the term index and the admitting tag rows once each and joins
+    neither to the other, so that its cost does not hang on the plan PostgreSQL picks with
+    planner statistics or without [R7]: the query's term rows and the reader's admitting
+    `for:` tag rows (`found`, materialized); the entries among them that hold a term and are
+    admitted (`candidates`, by grouping, not by joining); those the one access rule lets the
+    reader see for active use [V6] (`visible_among`, compiled once per reader shape [Q4],
+    checked for the candidates only); their term rows, marked by grouping again; then scored.
     """
     if not terms or not reader.for_tags:
         return []
@@ -47,14 +50,10 @@ def ranked(
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
-        # `candidates` is the statement's own CTE below: the entries admitted by a `for:`
-        # tag that hold a term, few, so the access rule checks only them.
+        # `candidates` is the statement's own CTE below.
         candidates = RawSQL("SELECT c.entry_id FROM candidates c", ())  # noqa: S611
-        return (
-            visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
-            .filter(id__in=candidates)
-            .order_by()
-            .values("id")
+        return visible_among(pool_id=shape.pool_id, reader=shape.reader, ids=candidates).values(
+            "id"
         )
 
     seen = compiled(("searchable", shape.key), build)
@@ -63,23 +62,39 @@ def ranked(
     entry_table = connection.ops.quote_name(Entry._meta.db_table)
     term_marks = ", ".join(["%s"] * len(hashes))
     tag_marks = ", ".join(["%s"] * len(reader.for_tags))
-    # N: the entries whose `for:` tag admits the reader. K1 and B are literals and `1.0 *`
-    # keeps the arithmetic numeric (exact) on PostgreSQL, real on SQLite.
+    # A row of `found` without a term is an admitting tag row. N: the entries whose `for:`
+    # tag admits the reader. K1 and B are literals and `1.0 *` keeps the arithmetic numeric
+    # (exact) on PostgreSQL, real on SQLite.
     sql = f"""
-        WITH candidates AS MATERIALIZED (
-            SELECT DISTINCT t.entry_id FROM {terms_table} t
-            WHERE t.bot_id = %s AND t.term IN ({term_marks}) AND t.entry_id IN (
-                SELECT a.entry_id FROM {tags_table} a WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
-            )
+        WITH found AS MATERIALIZED (
+            SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
+            WHERE t.bot_id = %s AND t.term IN ({term_marks})
+            UNION ALL
+            SELECT a.entry_id, NULL, 0, 0 FROM {tags_table} a
+            WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
+        ),
+        candidates AS MATERIALIZED (
+            SELECT f.entry_id FROM found f GROUP BY f.entry_id
+            HAVING COUNT(f.term) > 0 AND COUNT(*) > COUNT(f.term)
+        ),
+        seen AS MATERIALIZED ({seen.sql}),
+        marked AS (
+            SELECT m.entry_id, m.term, m.frequency, m.length,
+                   COUNT(*) OVER w - COUNT(m.term) OVER w AS visible
+            FROM (
+                SELECT f.entry_id, f.term, f.frequency, f.length FROM found f
+                WHERE f.term IS NOT NULL
+                UNION ALL
+                SELECT s.id, NULL, 0, 0 FROM seen s
+            ) m
+            WINDOW w AS (PARTITION BY m.entry_id)
         ),
         hits AS (
-            SELECT t.entry_id, t.term, t.frequency, t.length
-            FROM {terms_table} t
-            WHERE t.bot_id = %s AND t.term IN ({term_marks}) AND t.entry_id IN ({seen.sql})
+            SELECT entry_id, term, frequency, length FROM marked
+            WHERE term IS NOT NULL AND visible > 0
         ),
         admitted AS MATERIALIZED (
-            SELECT COUNT(DISTINCT a.entry_id) AS n FROM {tags_table} a
-            WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
+            SELECT COUNT(DISTINCT f.entry_id) AS n FROM found f WHERE f.term IS NULL
         ),
         df AS (SELECT term, COUNT(*) AS n FROM hits GROUP BY term),
         docs AS (SELECT entry_id, MAX(length) AS length FROM hits GROUP BY entry_id),
@@ -98,8 +113,7 @@ def ranked(
         FROM scored sc JOIN {entry_table} e ON e.id = sc.entry_id
         ORDER BY sc.score DESC, e.rank, e.updated_at DESC, e.id
     """
-    params: list[Any] = [pool_id, *hashes, pool_id, *reader.for_tags]
-    params += [pool_id, *hashes, *seen.params_for(shape.values), pool_id, *reader.for_tags]
+    params = [pool_id, *hashes, pool_id, *reader.for_tags, *seen.params_for(shape.values)]
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)

@@ -36,7 +36,11 @@ from openbot.compiled import compiled, stand_in
 from openbot.fields import readable_rows, readable_values, sealed_values
 from openbot.models import Bot
 
+# [S1] Each entry of a context is a line "- <content>\n".
 CONTEXT_LINE_OVERHEAD = len("- \n")
+# [N1, E8] The room, in characters, of the context enrichment offers the model: what a
+# Remembered entry must fit (`memory.services.REMEMBER_MAX_CONTENT`).
+ENRICHMENT_CONTEXT_LIMIT = 4000
 T = TypeVar("T")
 
 
@@ -550,6 +554,8 @@ class LearningContext:
     entries: list[tuple[str, str, list[str]]]
     # Topic counts over all valid entries of the organization.
     topic_counts: dict[str, int]
+    # [K5] The people (`from:` tags) of each of `entries` that has any, by entry id.
+    people: dict[str, list[str]]
 
 
 def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> LearningContext:
@@ -565,10 +571,14 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
         )
         contents = _contents(ids)
         topics: dict[str, list[str]] = defaultdict(list)
-        for entry_id, tag in EntryTag.objects.filter(entry_id__in=ids, kind="topic").values_list(
-            "entry_id", "tag"
-        ):
-            topics[entry_id].append(tag)
+        people: dict[str, list[str]] = defaultdict(list)
+        for entry_id, tag, kind in EntryTag.objects.filter(
+            entry_id__in=ids, kind__in=("topic", "from")
+        ).values_list("entry_id", "tag", "kind"):
+            if kind == "topic":
+                topics[entry_id].append(tag)
+            else:
+                people[entry_id].append(tag.removeprefix("from:"))
         valid_in_org = valid_in_organization(
             pool_id=pool_id, organization_id=reader.organization_id
         )
@@ -585,6 +595,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
             if entry_id in contents  # [X5] an entry no key opens is left out
         ],
         topic_counts=counts,
+        people={entry_id: sorted(found) for entry_id, found in people.items()},
     )
 
 

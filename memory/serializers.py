@@ -31,7 +31,7 @@ class EntryOutput(serializers.Serializer):
     observation.
 
     The fields say what a client gets (and the schema shows them); `to_representation` writes
-    it straight from the row, as DRF's field-by-field walk costs about 0.1 s per 1,000 entries
+    it straight from the row, as DRF's field-by-field walk is slow for a long listing
     [A10]. A test holds the two to the same output."""
 
     id = serializers.CharField()
@@ -118,6 +118,18 @@ class ForgottenOutput(serializers.Serializer):
     """[A2, P1] Forget took back your part."""
 
     ok = serializers.BooleanField()
+
+
+class ForgetMineOutput(serializers.Serializer):
+    """[D2] ForgetMine took back your part of every entry you are behind and may see."""
+
+    retracted = serializers.IntegerField(help_text="Entries retracted: you alone were behind them")
+    excluded = serializers.IntegerField(
+        help_text="Entries that stay for the others and are no longer for you"
+    )
+    version = serializers.IntegerField(
+        help_text="The pool's version after the change (unchanged if there was nothing to forget)"
+    )
 
 
 class PurgedOutput(serializers.Serializer):

@@ -7,17 +7,14 @@ Tag and status changes never touch `content` [X3].
 """
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 
 from memory import graph
-from memory.access import Reader, visible_ids
 from memory.index import entries_index
 from memory.lock import pool_write
 from memory.models import (
@@ -28,17 +25,22 @@ from memory.models import (
     EntrySource,
     EntryTag,
     Evidence,
-    Exclusion,
     Pool,
 )
+from memory.models import entry_id as new_entry_id
+from memory.notes import content_key
+from memory.selectors import CONTEXT_LINE_OVERHEAD, ENRICHMENT_CONTEXT_LIMIT
+from memory.topics import TOPIC_MAX_LENGTH, topic_of, topics_of
 from openbot import compiled
 from openbot.clock import now_ms
 from openbot.errors import ApplicationError, Conflict, invalid
 from openbot.fields import encrypt
+from openbot.idempotency import UNCLAIMED, Claim
 
-TOPIC = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-PURGE_KINDS = ("from", "chat", "org", "channel")
 MAX_CONTENT = 10_000
+# [E8] A Remembered entry always fits the enrichment context: its line, alone, fills the room
+# at most. Derived from the enrichment's own limit, so the two cannot drift apart.
+REMEMBER_MAX_CONTENT = ENRICHMENT_CONTEXT_LIMIT - CONTEXT_LINE_OVERHEAD
 
 
 def tag_kind(tag: str) -> str:
@@ -47,20 +49,22 @@ def tag_kind(tag: str) -> str:
 
 
 def is_topic(tag: object) -> bool:
-    """[E3] A topic: lowercase letters, digits and single inner hyphens, at most 64."""
-    return isinstance(tag, str) and len(tag) <= 64 and TOPIC.fullmatch(tag) is not None
+    """[E3, E9] Whether `tag` is a topic (stored in NFC: `topic_of`)."""
+    return topic_of(tag) is not None
 
 
 def check_topics(topics: list[str], field_name: str = "tags") -> list[str]:
-    """[E3] Topics only: lowercase letters, digits, single inner hyphens; colon tags refused."""
-    for topic in topics:
-        if not is_topic(topic):
-            raise invalid(
-                field_name,
-                "tags must be topics: lowercase letters, digits and single inner hyphens "
-                "(tags with a colon belong to OpenBot)",
-            )
-    return list(dict.fromkeys(topics))
+    """[E3, E9] Topics only, in NFC and without repeats: a tag that is not a topic (a colon
+    tag, an uppercase letter, a stray hyphen) is a 400 naming `field_name`."""
+    checked = topics_of(topics)
+    if checked is None:
+        raise invalid(
+            field_name,
+            "tags must be topics: lowercase letters of any script, digits and single inner "
+            f"hyphens, at most {TOPIC_MAX_LENGTH} characters (tags with a colon belong to "
+            "OpenBot)",
+        )
+    return checked
 
 
 @dataclass(frozen=True)
@@ -227,41 +231,18 @@ def entry_create_in(
     """Store a new entry with its tags, sources and evidence; the caller built the tags."""
     if not content or len(content) > MAX_CONTENT:
         raise invalid("content", f"must be 1 to {MAX_CONTENT} characters")
-    entry = Entry.objects.create(
-        bot_id=change.pool_id,
+    new = ImportedEntry(
+        id=new_entry_id(),
         layer=layer,
         content=content,
-        content_length=len(content),
+        tags=tags,
         status=status,
-        created_at=change.at,
-        updated_at=change.at,
-        invalidated_at=change.at if status == Entry.Status.INVALIDATED else None,
+        source_items=list(source_items),
+        source_entries=list(source_entries),
+        evidence=list(evidence),
         confidence=confidence,
-        rank=0 if layer == Entry.Layer.PINNED else 1,
-        **row_access(tags=tags, evidence=list(evidence), source_entries=list(source_entries)),
     )
-    _add_tags(entry, list(dict.fromkeys(tags)))
-    entries_index(bot_id=change.pool_id, entries=[(entry.id, content)])  # [R2]
-    sources = [
-        EntrySource(entry=entry, position=index, chat_id=chat_id, item_seq=item_seq)
-        for index, (chat_id, item_seq) in enumerate(source_items)
-    ] + [
-        EntrySource(entry=entry, position=len(source_items) + index, source_entry_id=source)
-        for index, source in enumerate(source_entries)
-    ]
-    EntrySource.objects.bulk_create(sources)
-    Evidence.objects.bulk_create(
-        [
-            Evidence(
-                entry=entry,
-                rule=item.rule,
-                organization_id=item.organization_id,
-                chat_id=item.chat_id,
-                item_seq=item.item_seq,
-            )
-            for item in evidence
-        ]
-    )
+    [entry] = _entries_insert(change, [new])
     change.record(entry.id, {"op": "add", "layer": layer, "content": content})
     # Refreshed at once, so later operations of the same change see its access data.
     if source_entries:
@@ -295,7 +276,7 @@ def entry_topics_in(
 
 def topic_rename_in(change: PoolChange, *, old: str, new: str) -> int:
     """[W6] Rename a topic on every matching entry of the pool, not only those shown."""
-    check_topics([old, new], "topic")
+    (old,), (new,) = check_topics([old], "topic"), check_topics([new], "topic")
     entry_ids = list(
         EntryTag.objects.filter(bot_id=change.pool_id, tag=old).values_list("entry_id", flat=True)
     )
@@ -305,12 +286,22 @@ def topic_rename_in(change: PoolChange, *, old: str, new: str) -> int:
 
 
 def entry_remember(
-    *, pool_id: str, person_id: str, organization_id: str, content: str, topics: list[str]
+    *,
+    pool_id: str,
+    person_id: str,
+    organization_id: str,
+    content: str,
+    topics: list[str],
+    claim: Claim = UNCLAIMED,
 ) -> Entry:
-    """[A2, V2] A pinned entry for its author only, in the author's organization."""
+    """[A2, V2] A pinned entry for its author only, in the author's organization; [F9] recorded
+    for the request's `Idempotency-Key` (`claim`) in the same transaction. [E8] Content longer
+    than the enrichment context's room is a 400 naming `content`."""
+    if len(content) > REMEMBER_MAX_CONTENT:
+        raise invalid("content", f"must be at most {REMEMBER_MAX_CONTENT} characters")
     topics = check_topics(topics)
     with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
-        return entry_create_in(
+        entry = entry_create_in(
             change,
             layer=Entry.Layer.PINNED,
             content=content,
@@ -325,78 +316,14 @@ def entry_remember(
                 )
             ],
         )
-
-
-def entry_forget(*, pool_id: str, reader: Reader, entry_id: str) -> None:
-    """[P1] Take back the reader's part: retract if they are the only person behind it."""
-    person_id = reader.person_id
-    with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
-        reader = reader.as_of_now()  # [L1] rights as of the lock
-        if person_id is None or entry_id not in visible_ids(
-            pool_id=pool_id, reader=reader, ids=[entry_id], active_only=False
-        ):
-            raise Conflict(f"entry {entry_id} is not for you", code="not_for_you")
-        people = {
-            tag.removeprefix("from:")
-            for tag in EntryTag.objects.filter(entry_id=entry_id, kind="from").values_list(
-                "tag", flat=True
-            )
-        }
-        entry = Entry.objects.only("layer").get(id=entry_id)
-        if entry.layer == Entry.Layer.PINNED:
-            people |= {
-                rule.removeprefix("person:")
-                for rule in Evidence.objects.filter(entry_id=entry_id).values_list(
-                    "rule", flat=True
-                )
-            }
-        # Retract only when P is the only person behind it; an entry nobody is behind (an
-        # import without `from:`) stays for the others, P is excluded.
-        if people == {person_id}:
-            entry_set_status_in(change, entry_id=entry_id, status=Entry.Status.RETRACTED)
-            return
-        EntryTag.objects.filter(
-            entry_id=entry_id, tag__in=[f"from:{person_id}", f"for:person:{person_id}"]
-        ).delete()
-        Exclusion.objects.get_or_create(entry_id=entry_id, person_id=person_id)
-        Entry.objects.filter(id=entry_id).update(updated_at=change.at)
-        change.record(entry_id, {"op": "forget"})
-
-
-def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
-    """[A4, P2] Delete every entry with `tag` without reading content, with their evidence
-    and log payloads; observations derived from them carry the tag and go too. Returns the
-    ids removed, so the caller can remove the copies other apps hold [P4]."""
-    if tag_kind(tag) not in PURGE_KINDS or tag.endswith(":"):
-        raise invalid("tag", "must be a from:, chat:, org: or channel: tag")
-    pool_id = change.pool_id
-    entry_ids = set(
-        EntryTag.objects.filter(bot_id=pool_id, tag=tag).values_list("entry_id", flat=True)
-    )
-    remaining_dependents = graph.dependents(entry_ids) - entry_ids
-    ordered = sorted(entry_ids)
-    for batch in graph.id_batches(ordered):
-        Change.objects.filter(bot_id=pool_id, entry_rows__entry_id__in=batch).update(payload="")
-        # Entry ids are unique across pools: the log's index rows are found by id alone.
-        ChangeEntry.objects.filter(entry_id__in=batch).delete()
-    graph.entries_delete(pool_id=pool_id, entry_ids=ordered)
-    transaction.on_commit(partial(graph.closure_discard, ordered))
-    change.structural |= remaining_dependents
-    change.operations.append({"op": "purge", "tag": tag, "removed": len(entry_ids)})
-    return entry_ids
-
-
-def pool_purge(*, pool_id: str, tag: str) -> int:
-    """[A4, P2] Purge the pool's entries with `tag`; the count removed. Memory's part only:
-    `memorybot.purge.memory_purge` (the route and the command) also removes the copies the
-    memory bot's records hold [P4]."""
-    with pool_change(pool_id=pool_id, by=Change.By.PERSON, always=True) as change:
-        return len(pool_purge_in(change, tag=tag))
+        claim.made(entry.id)
+        return entry
 
 
 @dataclass(frozen=True)
 class ImportedEntry:
-    """An entry from an older version ("promotion"), possibly without provable access [V7]."""
+    """A new entry's rows: one `entry_create_in` stores, or one from an older version
+    ("promotion", `entries_import`), possibly without provable access [V7]."""
 
     id: str
     layer: str
@@ -430,11 +357,15 @@ def entries_import(
     )
     for batch_ids in batches:
         with pool_change(pool_id=pool_id, by=Change.By.PROMOTION) as change:
-            _import_rows(change, [by_id[entry_id] for entry_id in batch_ids])
+            _entries_insert(change, [by_id[entry_id] for entry_id in batch_ids])
+            for entry_id in batch_ids:
+                change.record(entry_id, {"op": "import"}, structural=True)
 
 
-def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
-    Entry.objects.bulk_create(
+def _entries_insert(change: PoolChange, batch: list[ImportedEntry]) -> list[Entry]:
+    """The rows of new entries: each with its tags, search terms, sources and evidence. The
+    caller records the change and refreshes what the access rule derives."""
+    entries = Entry.objects.bulk_create(
         [
             Entry(
                 id=item.id,
@@ -442,6 +373,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
                 layer=item.layer,
                 content=item.content,
                 content_length=len(item.content),
+                content_key=content_key(pool_id=change.pool_id, content=item.content),
                 status=item.status,
                 created_at=item.updated_at or change.at,
                 updated_at=item.updated_at or change.at,
@@ -492,8 +424,7 @@ def _import_rows(change: PoolChange, batch: list[ImportedEntry]) -> None:
             for proof in item.evidence
         ]
     )
-    for item in batch:
-        change.record(item.id, {"op": "import"}, structural=True)
+    return entries
 
 
 def memory_settings_update(*, pool_id: str, expected: int, changes: dict[str, Any]) -> Pool:

@@ -9,7 +9,7 @@ language meets entries in both.
 
 A term is stored as HMAC-SHA256 under the index key (`OPENBOT_INDEX_KEY`, or derived from the
 first key of `OPENBOT_ENCRYPTION_KEYS`), cut to 128 bits: the index holds no word, only which
-entries share a term, how often and how long each entry is (see the README).
+entries share a term, how often and how long each entry is (see docs/api.md, Search).
 """
 
 import hashlib

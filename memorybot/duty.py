@@ -11,6 +11,10 @@ from memorybot.gateway import CallOutcome, model_call
 from memorybot.providers import ModelRequest
 from openbot.models import Bot, Organization
 
+# [K1] Enrichment and learning read notes, they do not invent them: the most likely answer,
+# the same for the same request (servers default to sampling; llama-cpp-python's at 0.8).
+NOTES_TEMPERATURE = 0.0
+
 
 @dataclass(frozen=True)
 class Duty:

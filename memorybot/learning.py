@@ -10,12 +10,13 @@ only [X2], and a delivery that finds the run done, claimed or not ready does not
 
 import json
 import logging
+import time
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -23,10 +24,17 @@ from chats.models import Chat, Event, Turn
 from memory import services as memory
 from memory.learned import learned_changes_apply_in
 from memory.models import Change
+from memorybot.broker import messages_held
 from memorybot.budget import budget_period_end
 from memorybot.duty import duty_for, reader_of_chat
 from memorybot.gateway import CallOutcome, learning_step_deadline_s
-from memorybot.learning_step import bot_words, learning_range, learning_request, parse_changes
+from memorybot.learning_step import (
+    bot_words,
+    learning_range,
+    learning_request,
+    parse_changes,
+    run_items_learnable,
+)
 from memorybot.models import LearningRun, ModelCall, ModelCallEntry
 from memorybot.providers import ModelResult
 
@@ -34,6 +42,12 @@ logger = logging.getLogger(__name__)
 
 STEP = "changes"
 MAX_CLAIMS = 5
+LEARNING_QUEUE = "learning"
+# [F7] A message sent this recently may not be in the broker's sight yet: not lost.
+LOST_AFTER_SECONDS = 2.0
+# [F7] Giving a run back is tried this often, with growing waits (about 24 s in all): a
+# database that restarts is back by then, and the run need not wait out its lease.
+RELEASE_ATTEMPTS = 7
 
 
 def learning_run_create(*, turn: Turn) -> LearningRun:
@@ -47,20 +61,33 @@ def lease_seconds() -> float:
     return learning_step_deadline_s() + float(settings.OPENBOT_LEARNING_LEASE_MARGIN_SECONDS)
 
 
-def runs_due() -> list[int]:
-    """[W2] Runs whose wait is over (their turn ended; a budget wait passed) or whose worker
-    died (its lease ran out): what the recovery pass re-enqueues. A run sent less than a
-    lease ago is still queued and is not sent again, so a backlog does not grow duplicates."""
+def runs_due(*, resend: bool = False) -> list[int]:
+    """[W2, F7] Runs whose wait is over (their turn ended; a budget wait passed) or whose worker
+    died (its lease ran out): what the recovery pass re-enqueues. A run sent less than a lease
+    ago is not sent again while the broker holds its message, so a backlog does not grow
+    duplicates; one whose message the broker lost is (`resend`: every one)."""
     now = timezone.now()
     ended = Event.objects.filter(kind=Event.Kind.TURN_ENDED).values("turn_id")
-    return list(
+    waiting = (
         LearningRun.objects.filter(turn_id__in=ended)
         .filter(Q(status=LearningRun.Status.WAITING) | Q(status=LearningRun.Status.RUNNING))
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
         .filter(Q(leased_until__isnull=True) | Q(leased_until__lte=now))
-        .filter(Q(sent_at__isnull=True) | Q(sent_at__lte=now - timedelta(seconds=lease_seconds())))
-        .values_list("id", flat=True)
     )
+    if resend:
+        return list(waiting.values_list("id", flat=True))
+    stale = now - timedelta(seconds=lease_seconds())
+    due = list(
+        waiting.filter(Q(sent_at__isnull=True) | Q(sent_at__lte=stale)).values_list("id", flat=True)
+    )
+    # Sent a moment ago: the run's key may not be written yet, or a worker has just taken it.
+    queued = dict(
+        waiting.filter(
+            sent_at__gt=stale, sent_at__lte=now - timedelta(seconds=LOST_AFTER_SECONDS)
+        ).values_list("message_key", "id")
+    )
+    held = messages_held(LEARNING_QUEUE, queued)
+    return due + [run_id for key, run_id in queued.items() if key not in held]
 
 
 def _claim(run_id: int) -> datetime | None:
@@ -160,16 +187,26 @@ def learning_run_process(*, run_id: int) -> None:
 
 
 def _release(run: LearningRun) -> None:
-    """[G1] Give back a run whose delivery failed (say, the database stayed busy past its
-    timeout), so the next delivery — Dramatiq's retry, the recovery pass — takes it at once
-    instead of after the lease. Should this write fail too, the lease runs out as after a
-    crash. Each claim counts towards MAX_CLAIMS, so a run that keeps failing ends failed."""
+    """[G1, F7] Give back a run whose delivery failed (the database busy past its timeout, or
+    restarting), so the next delivery — Dramatiq's retry, the recovery pass — takes it at once
+    instead of after the lease. The write is tried again on a new connection for about 24 s;
+    should it still fail, the lease runs out as after a crash. Each claim counts towards
+    MAX_CLAIMS, so a run that keeps failing ends failed."""
     if run.leased_until is None:
         return  # the run was ending: this worker no longer knows its lease
-    try:
-        _held(run, run.leased_until).update(leased_until=None)
-    except DatabaseError as exc:
-        logger.warning("learning run %s: not given back (%s)", run.id, type(exc).__name__)
+    error = ""
+    for attempt in range(RELEASE_ATTEMPTS):
+        if attempt:
+            connection.close()  # a lost connection is not used again
+            time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+        try:
+            _held(run, run.leased_until).update(leased_until=None)
+            return
+        except DatabaseError as exc:
+            error = type(exc).__name__
+            if connection.in_atomic_block:
+                break  # a statement that failed in a transaction cannot be tried again in it
+    logger.warning("learning run %s: not given back (%s)", run.id, error)
 
 
 def _advance(run: LearningRun, lease: datetime) -> None:
@@ -188,6 +225,9 @@ def _advance(run: LearningRun, lease: datetime) -> None:
         _finish(run, lease, LearningRun.Status.DONE)
         return
     result = _recorded_result(run)
+    if result is None and not run_items_learnable(run, chat):
+        apply_learning(run=run, changes=[], lease=lease)  # [D4] no model call for nothing
+        return
     if result is None:
         request = learning_request(run, chat, duty.instructions)
         renewed = _renew(run, lease)

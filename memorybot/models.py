@@ -166,6 +166,8 @@ class LearningRun(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     # When a message for it was last sent: recovery does not resend a run still queued.
     sent_at = models.DateTimeField(null=True, blank=True)
+    # [F7] What the broker keeps that message under, to tell whether it was lost.
+    message_key = models.CharField(max_length=64, blank=True, default="")
     # Workers that took the run since it last made progress; too many end it (a run that
     # crashes its worker every time must not be retried forever).
     claims = models.PositiveIntegerField(default=0)

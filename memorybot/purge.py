@@ -12,11 +12,22 @@ A purge can begin while a model call runs (they are long) and would miss the cop
 records at its end: so a new copy is checked under the pool's read lock (`entries_kept`),
 which a purge holds alone — an enrichment is stored only if every entry it was made from
 still exists, and a call is blanked at once if one it carried is gone.
+
+[F5] A pool learned through many turns holds thousands of calls that carried a chat's entries:
+blanking them all under the pool's exclusive lock held every reader and writer of the bot for a
+minute. So a purge removes the copies first, outside the lock, in batches of their own: the
+copies of the entries that carry the tag at that moment and of what the tag names. Then, under
+the lock and in one transaction, it deletes the entries and removes the copies made since (a
+call or enrichment stored in between still names an entry that exists, so it is found). The
+order never shows a purged entry: a copy goes before its entry, never after. A purge that fails
+between the two leaves the entries in place and some of their copies already removed (blanked
+calls keep their usage and cost); running it again finishes it.
 """
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -24,9 +35,10 @@ from django.utils import timezone
 
 from chats.models import Chat, Turn
 from memory import services as memory
+from memory.forgetting import pool_purge_in, purge_tag_check
 from memory.lock import pool_read
-from memory.models import Change, Entry
-from memorybot.models import Enrichment, ModelCall, ModelCallEntry
+from memory.models import Change, Entry, EntryTag
+from memorybot.models import Enrichment, EnrichmentEntry, ModelCall, ModelCallEntry
 
 BLANK_BATCH = 1000
 
@@ -60,8 +72,10 @@ def model_call_store(call: ModelCall) -> bool:
 
 
 def model_calls_blank(calls: QuerySet[ModelCall]) -> int:
-    """Blank the request and result of `calls` not blanked yet, a batch per transaction;
-    the count blanked. Their entry rows go too: a blank call carries no content."""
+    """Blank the request and result of `calls` not blanked yet, a batch per transaction (or
+    within the caller's); the count blanked. Their entry rows go too: a blank call carries no
+    content. `calls` must name each call once (subqueries, not joins): batches of repeats made
+    a purge hold its lock for a minute [F5]."""
     pending = calls.filter(blanked_at__isnull=True).values_list("id", flat=True)
     blanked = 0
     while batch := list(pending[:BLANK_BATCH]):
@@ -89,19 +103,29 @@ def _calls_of_origin(*, pool_id: str, tag: str) -> Q:
     return Q(bot_id=pool_id) & chats
 
 
-@transaction.atomic
+def _copies_remove(
+    *, pool_id: str, tag: str, entry_ids: Collection[str] | QuerySet[EntryTag, Any]
+) -> None:
+    """[P4] Blank the calls that carried `entry_ids` (ids, or a query of them) or what `tag`
+    names, and delete the enrichments made from `entry_ids`."""
+    carried = ModelCallEntry.objects.filter(entry_id__in=entry_ids).values("call_id")
+    model_calls_blank(ModelCall.objects.filter(id__in=carried))
+    model_calls_blank(ModelCall.objects.filter(_calls_of_origin(pool_id=pool_id, tag=tag)))
+    used = EnrichmentEntry.objects.filter(entry_id__in=entry_ids).values("enrichment_id")
+    # Ids only: the delete collector would otherwise load (and decrypt) the rows.
+    Enrichment.objects.filter(id__in=used).only("id").delete()
+
+
 def memory_purge(*, pool_id: str, tag: str) -> int:
-    """[A4, P2, P4] Purge the pool's entries with `tag` and every readable copy of them and
-    of what the tag names, in one transaction; the count of entries removed."""
+    """[A4, P2, P4, F5] Purge the pool's entries with `tag` and every readable copy of them
+    and of what the tag names; the count of entries removed. The copies go first, outside the
+    pool's lock; the entries, with the copies made since, in one transaction under it."""
+    purge_tag_check(tag)
+    tagged = EntryTag.objects.filter(bot_id=pool_id, tag=tag).values("entry_id")
+    _copies_remove(pool_id=pool_id, tag=tag, entry_ids=tagged)
     with memory.pool_change(pool_id=pool_id, by=Change.By.PERSON, always=True) as change:
-        removed = memory.pool_purge_in(change, tag=tag)
-        model_calls_blank(
-            ModelCall.objects.filter(
-                Q(entry_rows__entry_id__in=removed) | _calls_of_origin(pool_id=pool_id, tag=tag)
-            )
-        )
-        # Ids only: the delete collector would otherwise load (and decrypt) the rows.
-        Enrichment.objects.filter(entry_rows__entry_id__in=removed).only("id").delete()
+        removed = pool_purge_in(change, tag=tag)
+        _copies_remove(pool_id=pool_id, tag=tag, entry_ids=removed)
     return len(removed)
 
 

@@ -1,7 +1,7 @@
-"""[W2, C6, P5] The recovery pass: end turns their process left open, re-enqueue every learning
-run whose wait is over or whose worker died, and once a day blank model calls older than the
-retention. Workers run it on start and every OPENBOT_RECOVERY_SECONDS (`memorybot.worker`);
-operators run it as `manage.py recover_learning`."""
+"""[W2, C6, P5, F7] The recovery pass: end turns their process left open, re-enqueue every
+learning run whose wait is over, whose worker died or whose message the broker lost, and once a
+day blank model calls older than the retention. Workers run it on start and every
+OPENBOT_RECOVERY_SECONDS (`memorybot.worker`); operators run it as `manage.py recover_learning`."""
 
 import logging
 import time
@@ -22,8 +22,9 @@ DAY_SECONDS = 86_400.0
 ABANDONED_AFTER_DEADLINE_SECONDS = 60.0
 
 
-def recover_learning() -> int:
-    """End abandoned turns and re-enqueue every run that is due; returns how many runs."""
+def recover_learning(*, resend: bool = False) -> int:
+    """End abandoned turns and re-enqueue every run that is due (`resend`: every waiting run,
+    queued or not); returns how many runs."""
     abandoned = turns_end_abandoned(
         started_before=timezone.now()
         - timedelta(
@@ -33,7 +34,7 @@ def recover_learning() -> int:
     if abandoned:
         logger.warning("recovery: ended %d turn(s) their process left open", abandoned)
     runs_give_up()
-    run_ids = runs_due()
+    run_ids = runs_due(resend=resend)
     for run_id in run_ids:
         learning_send(run_id)
     return len(run_ids)

@@ -1,9 +1,16 @@
 """Reads of the memory bot's records for a chat: its confessions, enrichments and learning
 runs [A6, A12]."""
 
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.db.models import QuerySet
 
-from memorybot.models import Confession, Enrichment, LearningRun
+from chats.models import Chat
+from memory.access import Reader, visible_among
+from memory.lock import pool_read
+from memorybot.models import Confession, Enrichment, EnrichmentEntry, LearningRun
 from openbot.fields import readable
 
 
@@ -13,10 +20,57 @@ def confessions_of_chat(*, chat_id: str) -> list[Confession]:
     return readable(Confession.objects.filter(chat_id=chat_id).order_by("id"))
 
 
-def enrichments_of_chat(*, chat_id: str) -> list[Enrichment]:
-    """[A6] The chat's rewritten inputs with the persons' words and the entries used, in
-    order; [X5] a row no key opens is left out (and logged)."""
-    return readable(Enrichment.objects.filter(chat_id=chat_id).order_by("id"))
+@dataclass(frozen=True)
+class EnrichmentShown:
+    """A stored rewrite as the chat's owner may see it now: `entry_ids` the entries it named
+    that they may still use, `text` None (`withheld`) when it was made from one they may not."""
+
+    turn_id: int
+    text: str | None
+    original: str | None
+    entry_ids: list[str]
+    withheld: bool
+    created_at: datetime
+
+
+def enrichments_of_chat(*, chat: Chat) -> list[EnrichmentShown]:
+    """[A6, N6] The chat's rewritten inputs with the persons' words and the entries used, in
+    order, checked against what the chat's owner may use now: a rewrite made from an entry
+    they left the channel of, Forgot, or that was invalidated no longer shows its text. Every
+    entry the memory bot was shown counts, not only those it named: nothing proves which of
+    them shaped the text [V9]. [X5] A row no key opens is left out (and logged)."""
+    enrichments = readable(Enrichment.objects.filter(chat_id=chat.id).order_by("id"))
+    shown: defaultdict[int, set[str]] = defaultdict(set)
+    for enrichment_id, entry_id in EnrichmentEntry.objects.filter(
+        enrichment__chat_id=chat.id
+    ).values_list("enrichment_id", "entry_id"):
+        shown[enrichment_id].add(entry_id)
+    for enrichment in enrichments:
+        shown[enrichment.pk].update(enrichment.entry_ids)
+    used = set().union(*shown.values())
+    pool_id = chat.bot.pool_bot_id
+    owner = Reader(organization_id=chat.organization_id, person_id=chat.owner_id, bot=chat.bot)
+    with pool_read(pool_id):
+        reader = owner.as_of_now()
+        usable = set(
+            visible_among(pool_id=pool_id, reader=reader, ids=list(used)).values_list(
+                "id", flat=True
+            )
+        )
+    listed = []
+    for enrichment in enrichments:
+        withheld = not shown[enrichment.pk] <= usable
+        listed.append(
+            EnrichmentShown(
+                turn_id=enrichment.turn_id,
+                text=None if withheld else enrichment.text,
+                original=enrichment.original,
+                entry_ids=[entry_id for entry_id in enrichment.entry_ids if entry_id in usable],
+                withheld=withheld,
+                created_at=enrichment.created_at,
+            )
+        )
+    return listed
 
 
 def learning_runs_of_chat(*, chat_id: str) -> QuerySet[LearningRun]:

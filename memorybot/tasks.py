@@ -6,12 +6,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memorybot.learning import learning_run_process
+from memorybot.broker import message_key
+from memorybot.learning import LEARNING_QUEUE, learning_run_process
 from memorybot.models import LearningRun
 
 
 @dramatiq.actor(
-    queue_name="learning",
+    queue_name=LEARNING_QUEUE,
     max_retries=5,
     min_backoff=1_000,
     time_limit=int((settings.OPENBOT_LEARNING_STEP_SECONDS + 60) * 1000),
@@ -32,6 +33,9 @@ def learning_enqueue(run_ids: list[int]) -> None:
 
 
 def learning_send(run_id: int) -> None:
-    """Send one run's message now, noting when, so recovery does not send it again soon."""
-    learn.send(run_id)
-    LearningRun.objects.filter(id=run_id).update(sent_at=timezone.now())
+    """Send one run's message now, noting when and under which key, so recovery does not send
+    it again while the broker holds it."""
+    message = learn.send(run_id)
+    LearningRun.objects.filter(id=run_id).update(
+        sent_at=timezone.now(), message_key=message_key(message)
+    )

@@ -1,4 +1,7 @@
+import logging
+
 from django.apps import AppConfig
+from django.core.signals import got_request_exception
 
 
 class OpenbotConfig(AppConfig):
@@ -8,3 +11,8 @@ class OpenbotConfig(AppConfig):
     def ready(self) -> None:
         # Registers the bearer scheme with drf-spectacular before any schema is built [A8].
         from openbot import schema  # noqa: F401
+        from openbot.outage import QuietRequests, note_request_exception
+
+        # [F8] An unreachable database: one 503 and one log line per burst (openbot/outage.py).
+        got_request_exception.connect(note_request_exception)
+        logging.getLogger("django.request").addFilter(QuietRequests())

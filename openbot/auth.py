@@ -1,10 +1,13 @@
 """[H2] Bearer-token authentication and the caller of a request."""
 
+import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
+from django.http import HttpRequest
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -12,6 +15,8 @@ from openbot.access import Caller
 from openbot.compiled import compiled, stand_in
 from openbot.models import Membership, Organization, Person, Token
 from openbot.services import token_hash, token_mark_used, token_use_stale
+
+logger = logging.getLogger(__name__)
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -23,18 +28,37 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header or header[0].lower() != b"bearer":
             return None
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Authorization: expected 'Bearer <token>'")
+            raise _refused(request, "a malformed header", "expected 'Bearer <token>'")
         try:
             raw = header[1].decode()
         except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Authorization: invalid token") from None
+            raise _refused(request, "a token that is not UTF-8", "invalid token") from None
         token = _token_of(token_hash(raw))
         if token is None:
-            raise exceptions.AuthenticationFailed("Authorization: invalid token")
+            raise _refused(request, "an unknown, expired or revoked token", "invalid token")
         return token.person, token
 
     def authenticate_header(self, request: Request) -> str:
         return "Bearer"
+
+
+def _refused(request: Request, cause: str, answer: str) -> exceptions.AuthenticationFailed:
+    """The 401 for a token refused, logged with the client's address (never the token)."""
+    logger.warning("authentication failed from %s: %s", client_address(request), cause)
+    return exceptions.AuthenticationFailed(f"Authorization: {answer}")
+
+
+def client_address(request: Request | HttpRequest) -> str:
+    """The address the request came from: REMOTE_ADDR, or behind `OPENBOT_TRUSTED_PROXY_COUNT`
+    proxies the address the outermost of them received it from. Each of them appends that
+    address to `X-Forwarded-For`, so the last entries are theirs; what comes before them is
+    whatever the client wrote."""
+    remote: str = request.META.get("REMOTE_ADDR", "")
+    trusted: int = settings.OPENBOT_TRUSTED_PROXY_COUNT
+    if not trusted:
+        return remote
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    return hops[-trusted] if len(hops) >= trusted and hops[-trusted] else remote
 
 
 def caller_of(request: Request) -> Caller:

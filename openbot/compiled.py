@@ -49,9 +49,9 @@ class Compiled:
     def native_sql(self) -> str:
         """The SQL with PostgreSQL's own placeholders ($1 …), which psycopg sends as it is
         (`cursor(native=True)`). psycopg parses a query with placeholders of its own again on
-        every call once it has more than 50 parameters (or 4,096 bytes; the full listing has
-        51 parameters for a user of the bot in no channel, 63 for the [Q1] reader, in about
-        3.6 KB): 0.08 ms of a 10-entry listing's 0.42 [Q4]."""
+        every call once it has more than 50 parameters (or 4,096 bytes), and the full listing
+        has more than 50: parsing it again is a noticeable share of a small listing's time
+        [Q4]."""
         numbers = itertools.count(1)
         native = re.sub(
             r"%%|%s", lambda found: "%" if found[0] == "%%" else f"${next(numbers)}", self.sql
@@ -78,7 +78,7 @@ def cursor(*, binary: bool = False, native: bool = False) -> Any:
     on every call [Q4]. Django's own cursors bind on the client and are never prepared.
 
     With `binary`, PostgreSQL sends the rows in its binary format, which psycopg reads
-    faster: 1.2 ms of the 984-entry listing's 26 ms statement. Only for rows of text, numbers,
+    faster than text, which counts for a long listing. Only for rows of text, numbers,
     booleans and arrays of them: Django's loaders of other types (times, JSON) are for the
     text format. With `native`, the query's placeholders are PostgreSQL's own ($1 …), which
     psycopg does not parse (`Compiled.native_sql`)."""

@@ -3,8 +3,9 @@
 import sqlite3
 from typing import Any
 
+import psycopg
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -101,6 +102,35 @@ def database_busy(exc: BaseException) -> bool:
 
 def busy_body() -> dict[str, Any]:
     return error_body("busy", "the database is busy: try again shortly")
+
+
+# [F8] What a client hears when a service the request needs cannot be reached: try again soon.
+UNAVAILABLE_STATUS = 503
+UNAVAILABLE_HEADERS = {"Retry-After": "5"}
+
+# PostgreSQL's errors that say the server cannot be talked to, not what was asked: class 08
+# (connection exception) and admin_shutdown, crash_shutdown, cannot_connect_now.
+_UNREACHABLE_SQLSTATES = ("57P01", "57P02", "57P03")
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """[F8] PostgreSQL cannot be reached: a connection refused or lost, a server shutting down
+    or starting up. psycopg's OperationalError without a SQLSTATE is libpq's report of the
+    connection: no connection made (refused; or turned away by the server, whatever the
+    reason, from "starting up" to "too many clients" or a wrong password, which libpq reports
+    without a SQLSTATE), or the server gone in the middle of a query. A lock or statement
+    timeout, or any error about the statement, is not this."""
+    cause = exc.__cause__
+    django_error = isinstance(exc, OperationalError | InterfaceError)
+    if not django_error or not isinstance(cause, psycopg.Error):
+        return False
+    if cause.sqlstate is None:
+        return isinstance(cause, psycopg.OperationalError)
+    return cause.sqlstate.startswith("08") or cause.sqlstate in _UNREACHABLE_SQLSTATES
+
+
+def unavailable_body(dependency: str) -> dict[str, Any]:
+    return error_body("unavailable", f"{dependency} unreachable")
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -1,12 +1,20 @@
 """Edges of every request: NUL characters refused before any view queries the database with
-them, unknown URLs answered in the error shape, and a busy database answered with 503 in views
-outside DRF."""
+them, unknown URLs answered in the error shape, and a busy or unreachable database answered
+with 503."""
 
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from openbot.errors import BUSY_HEADERS, BUSY_STATUS, busy_body, database_busy, error_body
+from openbot.errors import (
+    BUSY_HEADERS,
+    BUSY_STATUS,
+    busy_body,
+    database_busy,
+    database_unreachable,
+    error_body,
+)
+from openbot.outage import answer_unavailable, database_outage, unreachable_error_of
 
 
 class RefuseNulCharacters:
@@ -53,17 +61,26 @@ class JsonNotFound:
         return response
 
 
-class AnswerDatabaseBusy:
-    """[G1] A busy database is 503 with `Retry-After`, never a 500, in the views DRF's
-    exception handler does not see (the admin)."""
+class AnswerDatabaseUnavailable:
+    """A database that cannot answer is 503 with `Retry-After`, never a 500.
+
+    [G1] A busy database, in the views DRF's exception handler does not see (the admin).
+    [F8] An unreachable one, raised by any view (DRF's too: its handler leaves such errors to
+    Django) or by a middleware inside this one (`openbot.outage`)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        with database_outage.watch():
+            response = self.get_response(request)
+        if response.status_code == 500 and (exc := unreachable_error_of(request)) is not None:
+            return answer_unavailable(request, exc)
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not database_busy(exception):
-            return None
-        return JsonResponse(busy_body(), status=BUSY_STATUS, headers=BUSY_HEADERS)
+        if database_busy(exception):
+            return JsonResponse(busy_body(), status=BUSY_STATUS, headers=BUSY_HEADERS)
+        if database_unreachable(exception):
+            return answer_unavailable(request, exception)
+        return None

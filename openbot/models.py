@@ -1,6 +1,8 @@
-"""Tenancy: organizations, people, memberships, tokens, bots, grants, channels [H1–H6]."""
+"""Tenancy: organizations, people, memberships, tokens, bots, grants, channels [H1–H6]; the
+requests sent with an `Idempotency-Key` [F9]."""
 
 from django.db import models
+from django.utils import timezone
 
 from openbot import ids
 
@@ -21,6 +23,8 @@ class Person(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=ids.person_id)
     name = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # [D4] Whether learning may use what the person says ("don't learn from me" when false).
+    learn_from_me = models.BooleanField(default=True)
 
     # DRF's IsAuthenticated asks the authenticated principal this.
     is_authenticated = True
@@ -122,6 +126,8 @@ class Channel(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     name = models.CharField(max_length=200, blank=True, default="")
     members = models.ManyToManyField(Person, through="ChannelMember", related_name="channels")
+    # [D4] Whether learning may use what is said in the channel's group chats.
+    learning = models.BooleanField(default=True)
 
     def __str__(self) -> str:
         return self.id
@@ -138,3 +144,31 @@ class ChannelMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.person_id} in {self.channel_id}"
+
+
+class IdempotencyKey(models.Model):
+    """[F9] A request sent with an `Idempotency-Key`, kept 24 hours without its content: keyed
+    hashes of the key and of the request, and a reference to what the request made, from which
+    a replay renders the answer again (`openbot.idempotency`)."""
+
+    person = models.ForeignKey(Person, on_delete=models.CASCADE)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    key_hash = models.CharField(max_length=64)
+    # The method, path and body of the request, hashed with a key of the server.
+    fingerprint = models.CharField(max_length=64)
+    # The status code of the answer, set in the transaction that commits the request's work;
+    # null while the request runs.
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    # What the request made (a turn's id, an entry's id); empty when it made nothing to show.
+    resource = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["person", "organization", "key_hash"], name="one_request_per_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"idempotency key {self.pk} of {self.person_id} in {self.organization_id}"

@@ -1,6 +1,7 @@
 """[Q4] The one response renderer: DRF's JSON, encoded by orjson.
 
-`json.dumps` took 3.7 ms of a 984-entry listing (580 KB) on the bench machine, orjson 0.3 ms.
+orjson encodes a large listing's body far faster than `json.dumps`, which was a visible share
+of the listing's time.
 The body is the one DRF's `JSONRenderer` writes — compact, UTF-8, U+2028 and U+2029 escaped so
 that it stays a strict JavaScript subset — byte for byte for strings, integers, booleans,
 nulls, lists and objects. Floats are the same numbers, though orjson writes some of them

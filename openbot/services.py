@@ -217,6 +217,26 @@ def channel_member_remove(*, channel: Channel, person: Person) -> None:
     ChannelMember.objects.filter(channel=channel, person=person).delete()
 
 
+def channel_learning_set(*, organization: Organization, channel_id: str, learning: bool) -> Channel:
+    """[D4] Let learning use what is said in the channel's group chats, or not. What was
+    learned before stays (a purge of `channel:<id>` removes it). Another organization's
+    channel is a 404."""
+    channel = Channel.objects.filter(id=channel_id, organization=organization).first()
+    if channel is None:
+        raise NotFound(f"channel: {channel_id} not found", fields={"channel": ["not found"]})
+    channel.learning = learning
+    channel.save(update_fields=["learning"])
+    return channel
+
+
+def person_learning_set(*, person: Person, learn_from_me: bool) -> Person:
+    """[D4] Let learning use what the person says, or not. What was learned before stays
+    (ForgetMine or an erasure removes it)."""
+    person.learn_from_me = learn_from_me
+    person.save(update_fields=["learn_from_me"])
+    return person
+
+
 @transaction.atomic
 def organization_settings_update(
     *,

@@ -1,4 +1,5 @@
-"""The URL root: `/v1/…` JSON routes, the OpenAPI schema [A8] and the read-only admin."""
+"""The URL root: `/v1/…` JSON routes, the OpenAPI schema [A8], the read-only admin and the
+health endpoints [F8]."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -10,7 +11,7 @@ from drf_spectacular.views import (
 from rest_framework.permissions import AllowAny
 from rest_framework.routers import SimpleRouter
 
-from openbot.apis import OrganizationViewSet
+from openbot.apis import LivenessApi, MySettingsApi, OrganizationViewSet, ReadinessApi
 
 router = SimpleRouter(trailing_slash=False)
 router.register("organizations", OrganizationViewSet, basename="organization")
@@ -19,6 +20,8 @@ handler404 = "openbot.errors.not_found_view"
 handler500 = "openbot.errors.server_error_view"
 
 urlpatterns = [
+    path("healthz", LivenessApi.as_view(), name="healthz"),
+    path("readyz", ReadinessApi.as_view(), name="readyz"),
     path("admin/", admin.site.urls),
     path(
         "v1/schema",
@@ -38,6 +41,7 @@ urlpatterns = [
         ),
         name="docs",
     ),
+    path("v1/me/settings", MySettingsApi.as_view(), name="my-settings"),
     path("v1/", include(router.urls)),
     path("v1/", include("chats.urls")),
     # Before the memory routes: `memory/purge` would otherwise be read as an entry id [A11].

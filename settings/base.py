@@ -30,7 +30,7 @@ MIDDLEWARE = [
     "openbot.middleware.JsonNotFound",
     "django.middleware.security.SecurityMiddleware",
     "openbot.middleware.RefuseNulCharacters",
-    "openbot.middleware.AnswerDatabaseBusy",
+    "openbot.middleware.AnswerDatabaseUnavailable",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -68,14 +68,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # server-binding cursors of openbot.compiled are ever prepared (Django's own bind on the
     # client); 0 turns it off, as a connection pooler in transaction mode needs. A prepared
     # query keeps one generic plan for its connection: left to choose, PostgreSQL went back to
-    # planning a listing on every call after a few readers of a small pool (1.6 -> 2.7 ms).
+    # planning a listing on every call after a few readers of a small pool, which is slower.
     threshold = env_int("DATABASE_PREPARE_THRESHOLD", 1, minimum=0)
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options["prepare_threshold"] = threshold or None
     # [Q4] No JIT either: the estimate of a full listing's access check counts the set of
     # entries that pass (memory.access.every_visible_entry) once per entry, far above
-    # `jit_above_cost`, and PostgreSQL compiled the statement on every call: 244 ms instead of
-    # 31 for the 984-entry reader. Without preparing (0, as behind a pooler, which refuses or
+    # `jit_above_cost`, and PostgreSQL compiled the statement on every call, which took far
+    # longer than running it. Without preparing (0, as behind a pooler, which refuses or
     # drops connection options) nothing is sent: set `jit = off` for the role on the server.
     if threshold:
         server_options = "-c plan_cache_mode=force_generic_plan -c jit=off"
@@ -119,6 +119,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "OpenBot Bot Memory API",
     "VERSION": "1.0.0",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Operations are tagged by the segment after /v1 (bots, chats, …); named, since the health
+    # endpoints outside /v1 would otherwise leave no common prefix to find [F8].
+    "SCHEMA_PATH_PREFIX": "/v1",
     # [A13] A PATCH body keeps its required fields (`expected`): no all-optional "Patched…".
     "COMPONENT_SPLIT_PATCH": False,
     "SERVE_INCLUDE_SCHEMA": False,
@@ -166,10 +169,16 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
+    # pika tells every step of every RabbitMQ connection at INFO (a dozen lines per /readyz).
+    "loggers": {"pika": {"level": "WARNING"}},
 }
+# Failed authentication is logged with the client's address: REMOTE_ADDR, or behind this many
+# proxies that each append to `X-Forwarded-For` the address they received from, the one the
+# outermost of them saw. 0: the header is ignored (a client can write anything in it).
+OPENBOT_TRUSTED_PROXY_COUNT = env_int("OPENBOT_TRUSTED_PROXY_COUNT", 0, minimum=0)
 # [W2] A learning run's lease is one step plus this margin; the recovery pass runs this often.
 OPENBOT_LEARNING_LEASE_MARGIN_SECONDS = env_float("OPENBOT_LEARNING_LEASE_MARGIN_SECONDS", 10.0)
-OPENBOT_RECOVERY_SECONDS = env_float("OPENBOT_RECOVERY_SECONDS", 30.0)
+OPENBOT_RECOVERY_SECONDS = env_float("OPENBOT_RECOVERY_SECONDS", 10.0)
 # [G3] Threads of the in-process worker (OPENBOT_INPROCESS_WORKER). They share one SQLite
 # writer with the request threads: too few, and learning falls behind a busy server.
 OPENBOT_INPROCESS_WORKER_THREADS = env_int("OPENBOT_INPROCESS_WORKER_THREADS", 8, minimum=1)

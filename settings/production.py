@@ -44,6 +44,8 @@ STORAGES = {
 }
 
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+# [F8] Probes ask over plain HTTP, from inside, and need their answer rather than a redirect.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = 31_536_000
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True

@@ -10,20 +10,24 @@ Requests and results are the dataclasses of `types`, the same for both providers
 raises exactly one exception type, `ProviderError`, whose message never holds content.
 
 Output contracts. The duties ask for these shapes, and the offline provider returns them, so a
-caller parses either provider's answer the same way:
+caller parses either provider's answer the same way. Enrichment and learning send theirs as a
+strict JSON Schema (`ModelRequest.answer_schema`) that an OpenAI-compatible server may
+constrain its decoding to [K2]:
 
 - `confide`: `content` is the reply, plain text.
 - `enrichment`: `content` is JSON `{"text": str, "entries": [entry id, ...]}` — the new input
   and the ids of the entries it used (the input unchanged and `[]` when none helps).
 - `learning`: `content` is JSON `{"changes": [change, ...]}`; the offline provider proposes
   only `{"kind": "add", "layer": "fact", "content": str,
-  "sources": [{"chat": id, "item": "i-<n>"}], "topics": []}`.
+  "sources": [{"chat": id, "item": "i-<n>"}], "topics": [topic, ...]}` and
+  `{"kind": "invalidate", "id": entry id}`.
 - `answer` (a bot's own model): `content` and/or `tool_calls`.
 """
 
 from memorybot.providers.offline import OfflineProvider
 from memorybot.providers.openai import OpenAIProvider, parse_completion, parse_usage
 from memorybot.providers.types import (
+    AnswerSchema,
     EntryText,
     ItemText,
     Material,
@@ -36,10 +40,13 @@ from memorybot.providers.types import (
     ToolCall,
     Usage,
     first_json_object,
+    one_of,
+    strict_object,
 )
 from openbot.model_names import ModelName, ModelNameError
 
 __all__ = [
+    "AnswerSchema",
     "EntryText",
     "ItemText",
     "Material",
@@ -54,9 +61,11 @@ __all__ = [
     "ToolCall",
     "Usage",
     "first_json_object",
+    "one_of",
     "parse_completion",
     "parse_usage",
     "provider_for",
+    "strict_object",
 ]
 
 

@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memorybot.providers.statements import learned_changes
 from memorybot.providers.types import (
     EntryText,
-    ItemText,
     Material,
     ModelRequest,
     ModelResult,
@@ -16,6 +16,7 @@ from memorybot.providers.types import (
     ToolCall,
     Usage,
 )
+from memorybot.quoting import quoted, quoted_block
 
 _WORD = re.compile(r"[^\W_]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -76,9 +77,11 @@ class OfflineProvider:
       tell the person openly and repair what it can; no new tasks.
     - `enrichment`: the input verbatim, followed by the content of each given entry that
       shares a word (three letters or more, not a common stop word) with it, in the order
-      given; returns those entry ids. No shared word → the input unchanged and no ids.
-    - `learning`: one `add` fact per person item, its text (whitespace tidied) sourced from
-      that item; other items (bot messages, tool results, notices) give nothing.
+      given, as quoted notes [K6] (`memorybot.quoting`); returns those entry ids. No shared
+      word → the input unchanged and no ids.
+    - `learning`: one `add` fact per statement a person makes, and an `invalidate` for a
+      shown entry a statement corrects; never a question, greeting, thanks, small talk,
+      hypothetical, request or instruction [K4] — see `memorybot.providers.statements`.
     - `answer` (as a bot's own model): if a `confide` tool is offered and not yet called since
       the last user message, calls it once; otherwise answers briefly by quoting the input.
 
@@ -97,7 +100,7 @@ class OfflineProvider:
             text, used = self.enrich(material.text, material.entries)
             return self._result(json.dumps({"text": text, "entries": used}, ensure_ascii=False))
         if purpose == "learning":
-            changes = self.facts(material.items)
+            changes = learned_changes(material.items, material.entries)
             return self._result(json.dumps({"changes": changes}, ensure_ascii=False))
         if purpose == "answer":
             return self.answer(request)
@@ -128,22 +131,8 @@ class OfflineProvider:
         used = [entry for entry in entries if words & _words(entry.content)]
         if not used:
             return text, []
-        added = "\n".join(_squash(entry.content) for entry in used)
-        return f"{text}\n\n{added}", [entry.id for entry in used]
-
-    @staticmethod
-    def facts(items: Sequence[ItemText]) -> list[dict[str, Any]]:
-        return [
-            {
-                "kind": "add",
-                "layer": "fact",
-                "content": _squash(item.text),
-                "sources": [{"chat": item.chat, "item": item.item}],
-                "topics": [],
-            }
-            for item in items
-            if item.kind == "person" and item.text.strip()
-        ]
+        notes = quoted_block("notes", [f"- {quoted(_squash(entry.content))}" for entry in used])
+        return f"{text}\n\n{notes}", [entry.id for entry in used]
 
     def answer(self, request: ModelRequest) -> ModelResult:
         text = _last_user_text(request)

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import ssl
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
@@ -18,6 +19,7 @@ import openai
 from django.conf import settings
 
 from memorybot.providers.types import (
+    AnswerSchema,
     Message,
     ModelRequest,
     ModelResult,
@@ -30,6 +32,72 @@ from memorybot.providers.types import (
 # reach logs [X1], so its logger never goes below INFO.
 if logging.getLogger("openai").getEffectiveLevel() < logging.INFO:
     logging.getLogger("openai").setLevel(logging.INFO)
+
+logger = logging.getLogger(__name__)
+
+
+# [K2] How a request with an answer schema asks for its shape, most precise first. OpenAI, vLLM,
+# Ollama and llama.cpp's own server take `json_schema`; llama-cpp-python's server takes the
+# schema inside `json_object`; then any JSON object; then prose, which the duties' parsers read
+# too (`first_json_object`).
+JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT, PROSE = (
+    "json_schema",
+    "json_object+schema",
+    "json_object",
+    "prose",
+)
+ANSWER_FORMS = (JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT, PROSE)
+# What a server says when it refuses a `response_format`: an HTTP 400 or 422 (llama.cpp, vLLM,
+# OpenAI), or a 500 (llama-cpp-python's server) whose body names the form.
+_REFUSAL_STATUSES = frozenset({400, 422, 500})
+_REFUSAL_MARKERS = ("response_format", "json_schema", "json schema", "grammar")
+
+
+class RefusedForms:
+    """[K2] The answer forms each server (by base URL) has refused, for this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refused: dict[str, set[str]] = {}
+
+    def refused(self, base_url: str, form: str) -> bool:
+        with self._lock:
+            return form in self._refused.get(base_url, ())
+
+    def remember(self, base_url: str, form: str) -> None:
+        with self._lock:
+            self._refused.setdefault(base_url, set()).add(form)
+
+    def forget(self) -> None:
+        """Ask every server the most precise form again: another server may now answer at
+        the same address (an upgraded one, or a test's)."""
+        with self._lock:
+            self._refused.clear()
+
+
+REFUSED_FORMS = RefusedForms()
+
+
+def _response_format(answer: AnswerSchema, form: str) -> dict[str, Any]:
+    """The `response_format` of a request for `answer` in `form` (never the prose form)."""
+    if form == JSON_SCHEMA:
+        schema = {"name": answer.name, "strict": True, "schema": dict(answer.schema)}
+        return {"type": "json_schema", "json_schema": schema}
+    if form == JSON_OBJECT_SCHEMA:
+        return {"type": "json_object", "schema": dict(answer.schema)}
+    return {"type": "json_object"}
+
+
+def _refuses_answer_form(exc: openai.APIStatusError) -> bool:
+    """Whether the server's error refuses the request's `response_format` (rather than, say,
+    its length). Its body is only looked at here, never passed on [X1]."""
+    if exc.status_code not in _REFUSAL_STATUSES:
+        return False
+    try:
+        said = exc.response.text.casefold()
+    except (httpx.HTTPError, UnicodeDecodeError):
+        return False
+    return any(marker in said for marker in _REFUSAL_MARKERS)
 
 
 class OpenAIProvider:
@@ -48,13 +116,13 @@ class OpenAIProvider:
         if timeout_s <= 0:
             raise ProviderError("timeout", "no time left for the model call")
         deadline_at = time.monotonic() + timeout_s
-        payload = self._payload(request)
+        base_url = settings.OPENBOT_OPENAI_BASE_URL
         try:
             with httpx.Client(
                 transport=_DeadlineTransport(deadline_at), timeout=httpx.Timeout(timeout_s)
             ) as http_client:
                 client = openai.OpenAI(
-                    base_url=settings.OPENBOT_OPENAI_BASE_URL,
+                    base_url=base_url,
                     # Local servers (Ollama, llama.cpp) need no key, but the SDK wants one.
                     api_key=settings.OPENBOT_OPENAI_API_KEY or "unset",
                     # The SDK is typed for its own httpx fork; it accepts an httpx.Client too.
@@ -62,8 +130,7 @@ class OpenAIProvider:
                     max_retries=0,
                     timeout=timeout_s,
                 )
-                raw = client.chat.completions.with_raw_response.create(**payload)
-                body = raw.http_response.content
+                body = self._ask(client, request, base_url or "")
         except ProviderError:
             raise
         # Exception messages and causes may quote the server's body: never pass them on.
@@ -83,7 +150,31 @@ class OpenAIProvider:
             raise ProviderError("connection", "the model call failed") from None
         return parse_completion(body, offered=[tool.name for tool in request.tools])
 
-    def _payload(self, request: ModelRequest) -> dict[str, Any]:
+    def _ask(self, client: openai.OpenAI, request: ModelRequest, base_url: str) -> bytes:
+        """The server's answer to `request`, asked in the most precise answer form the server
+        at `base_url` has not refused [K2]. A form it refuses is remembered, and the same call
+        asks again in the next form; prose, the last, is never refused."""
+        if request.answer_schema is None:
+            *tried, last = (PROSE,)
+        else:
+            *tried, last = [
+                form for form in ANSWER_FORMS if not REFUSED_FORMS.refused(base_url, form)
+            ]
+        for form in tried:
+            try:
+                return self._send(client, request, form)
+            except openai.APIStatusError as exc:
+                if not _refuses_answer_form(exc):
+                    raise
+            REFUSED_FORMS.remember(base_url, form)
+            logger.info("the model server refused response_format %s: not asked again", form)
+        return self._send(client, request, last)
+
+    def _send(self, client: openai.OpenAI, request: ModelRequest, form: str) -> bytes:
+        raw = client.chat.completions.with_raw_response.create(**self._payload(request, form))
+        return raw.http_response.content
+
+    def _payload(self, request: ModelRequest, form: str) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [_wire_message(message) for message in request.messages],
@@ -100,8 +191,8 @@ class OpenAIProvider:
                 }
                 for tool in request.tools
             ]
-        if request.json_output:
-            payload["response_format"] = {"type": "json_object"}
+        if request.answer_schema is not None and form != PROSE:
+            payload["response_format"] = _response_format(request.answer_schema, form)
         if request.temperature is not None:
             payload["temperature"] = request.temperature
         if request.max_output_tokens is not None:
@@ -111,7 +202,7 @@ class OpenAIProvider:
 
 @cache
 def _ssl_context() -> ssl.SSLContext:
-    """One TLS context per process: building one loads the CA bundle (~20 ms)."""
+    """One TLS context per process: building one loads the CA bundle, too slow to do per call."""
     return httpx.create_ssl_context()
 
 

@@ -111,20 +111,55 @@ class Message:
 
 @dataclass(frozen=True)
 class EntryText:
-    """An entry a duty may use, as the model sees it: its id and its (decrypted) content."""
+    """An entry a duty may use, as the model sees it: its id and its (decrypted) content;
+    for learning, also its people (the ids of its `from:` tags)."""
 
     id: str
     content: str
+    people: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "content": self.content}
+        if self.people:
+            data["people"] = list(self.people)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "EntryText":
+        return cls(id=data["id"], content=data["content"], people=tuple(data.get("people", ())))
 
 
 @dataclass(frozen=True)
 class ItemText:
-    """A chat item learning reads: `item` is its public id (`i-<n>`), `kind` its item kind."""
+    """A chat item learning reads: `item` is its public id (`i-<n>`), `kind` its item kind,
+    `person` the person of its turn (None when no person's turn holds it)."""
 
     chat: str
     item: str
     kind: str
     text: str
+    person: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "chat": self.chat,
+            "item": self.item,
+            "kind": self.kind,
+            "text": self.text,
+        }
+        if self.person is not None:
+            data["person"] = self.person
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ItemText":
+        return cls(
+            chat=data["chat"],
+            item=data["item"],
+            kind=data["kind"],
+            text=data["text"],
+            person=data.get("person"),
+        )
 
 
 @dataclass(frozen=True)
@@ -142,28 +177,57 @@ class Material:
     def to_json(self) -> dict[str, Any]:
         return {
             "text": self.text,
-            "entries": [{"id": e.id, "content": e.content} for e in self.entries],
-            "items": [
-                {"chat": i.chat, "item": i.item, "kind": i.kind, "text": i.text} for i in self.items
-            ],
+            "entries": [entry.to_json() for entry in self.entries],
+            "items": [item.to_json() for item in self.items],
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Material":
         return cls(
             text=data.get("text", ""),
-            entries=tuple(EntryText(**entry) for entry in data.get("entries", ())),
-            items=tuple(ItemText(**item) for item in data.get("items", ())),
+            entries=tuple(EntryText.from_json(entry) for entry in data.get("entries", ())),
+            items=tuple(ItemText.from_json(item) for item in data.get("items", ())),
         )
 
 
 @dataclass(frozen=True)
+class AnswerSchema:
+    """[K2] The JSON answers a duty accepts, as a strict JSON Schema (`name` names it to the
+    server). Servers that can constrain their decoding to it answer only in that shape."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "schema": self.schema}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "AnswerSchema":
+        return cls(name=data["name"], schema=data["schema"])
+
+
+def strict_object(properties: dict[str, Any]) -> dict[str, Any]:
+    """A strict JSON Schema's object: every property required, no other [K2]."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def one_of(*values: str) -> dict[str, Any]:
+    """A JSON Schema string that is one of `values`."""
+    return {"type": "string", "enum": list(values)}
+
+
+@dataclass(frozen=True)
 class ModelRequest:
-    """One chat-completions request. `json_output` asks for a JSON object answer."""
+    """One chat-completions request. `answer_schema` asks for a JSON object of that shape."""
 
     messages: tuple[Message, ...]
     tools: tuple[Tool, ...] = ()
-    json_output: bool = False
+    answer_schema: AnswerSchema | None = None
     temperature: float | None = None
     max_output_tokens: int | None = None
     material: Material | None = None
@@ -172,8 +236,9 @@ class ModelRequest:
         data: dict[str, Any] = {
             "messages": [message.to_json() for message in self.messages],
             "tools": [tool.to_json() for tool in self.tools],
-            "jsonOutput": self.json_output,
         }
+        if self.answer_schema is not None:
+            data["answerSchema"] = self.answer_schema.to_json()
         if self.temperature is not None:
             data["temperature"] = self.temperature
         if self.max_output_tokens is not None:
@@ -185,10 +250,11 @@ class ModelRequest:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ModelRequest":
         material = data.get("material")
+        schema = data.get("answerSchema")
         return cls(
             messages=tuple(Message.from_json(message) for message in data["messages"]),
             tools=tuple(Tool.from_json(tool) for tool in data.get("tools", ())),
-            json_output=bool(data.get("jsonOutput", False)),
+            answer_schema=AnswerSchema.from_json(schema) if schema is not None else None,
             temperature=data.get("temperature"),
             max_output_tokens=data.get("maxOutputTokens"),
             material=Material.from_json(material) if material is not None else None,
@@ -254,7 +320,9 @@ class Provider(Protocol):
         ...
 
 
-_JSON = json.JSONDecoder()
+# Control characters inside strings are read as written: the JSON grammars of llama.cpp's
+# servers let a model write a line break raw [K2].
+_JSON = json.JSONDecoder(strict=False)
 _JSON_STARTS = 64
 
 

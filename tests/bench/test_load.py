@@ -1,7 +1,7 @@
 """[G3] The load benchmark runs end to end: a short run of real HTTP clients against the
 embedded setup (`runserver`, SQLite file, in-process worker) prints its summary with no 5xx,
 no acknowledged write lost and every learning run ended. The figures of full runs, on both
-setups, are in the README."""
+setups, are in docs/benchmarks.md."""
 
 import re
 import subprocess

@@ -20,6 +20,7 @@ from memory.models import Entry, Pool
 from memorybot.confide import CALM_REPLY
 from memorybot.models import Confession, Enrichment, ModelCall
 from tests.conftest import Actor, World
+from tests.database_cut import cut_while_the_model_answers
 from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
@@ -227,3 +228,27 @@ def test_a_damaged_memory_bot_setting_gives_the_calm_path(
     first, second = bot_requests(fake_openai)
     assert last_user_text(first) == WORDS
     assert tool_answers(second) == [CALM_REPLY]
+
+
+# --- [C6, F9] the database lost mid-turn ----------------------------------------------------
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a server that ends connections")
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_whose_connection_the_database_dropped_still_ends_and_says_so(
+    world: World, fake_openai: FakeOpenAI
+) -> None:
+    """The person's item is stored, then the database drops the connection while the bot's
+    model answers (a restart): the turn ends on a new connection and the route answers it
+    with its error code, not 500. (The statement after a model call runs in a transaction;
+    its failed rollback makes Django drop the dead connection, and the next one opens anew.)
+    If the database stays away, the turn cannot end: see tests/openbot/test_idempotency.py."""
+    memory_model_set(world.org, None)  # the bot's answer is the only request to the server
+    bot_model_set(world.bot, FAKE_MODEL)
+    chat_id = chat_open(world.alice, world.bot)
+    fake_openai.reply(content="A short trail is best.", delay=0.5)
+
+    with cut_while_the_model_answers(fake_openai):
+        turn = turn_ends(world.alice, chat_id, WORDS, reply=NO_ANSWER)
+
+    assert turn.error == Turn.Error.INTERNAL

@@ -10,7 +10,10 @@ from rest_framework.test import APIClient
 
 from chats.models import Item
 from chats.services import MAX_TEXT
+from memory.models import Change, Entry
+from memory.services import entry_set_status_in, pool_change
 from memorybot.models import Confession, Enrichment
+from memorybot.purge import memory_purge
 from openbot import services
 from tests.conftest import World, error_fields
 from tests.factories import EntryFactory
@@ -218,6 +221,54 @@ def test_a_chat_lists_only_its_own(world: World, group_chat: str, route: str) ->
 def test_an_unknown_chat_lists_nothing_but_404(world: World, route: str) -> None:
     response = world.alice.client().get(f"/v1/chats/chat_00000000000000000000/{route}")
     assert response.status_code == 404
+
+
+def no_longer_usable(world: World, chat_id: str, way: str) -> None:
+    """The entry alice's group chat's enrichment was made from stops being one she may use."""
+    [enrichment] = Enrichment.objects.filter(chat_id=chat_id)
+    [entry_id] = enrichment.entry_ids
+    pool_id = world.bot.pool_bot_id
+    if way == "left the channel":
+        services.channel_member_remove(channel=world.channel, person=world.alice.person)
+    elif way == "Forget":
+        response = world.alice.client().post(
+            f"/v1/bots/{world.bot.id}/memory",
+            {"command": {"_tag": "Forget", "id": entry_id}},
+            format="json",
+        )
+        assert response.status_code == 200
+    elif way == "invalidated":
+        with pool_change(pool_id=pool_id, by=Change.By.MEMORY_BOT) as change:
+            entry_set_status_in(change, entry_id=entry_id, status=Entry.Status.INVALIDATED)
+    else:
+        memory_purge(pool_id=pool_id, tag=f"chat:{chat_id}")
+
+
+def test_an_enrichment_lists_the_entries_it_was_made_from(world: World, group_chat: str) -> None:
+    [listed] = world.alice.client().get(f"/v1/chats/{group_chat}/enrichments").json()["enrichments"]
+    [enrichment] = Enrichment.objects.filter(chat_id=group_chat)
+    assert listed["text"] == f"{WORDS} We hike on Saturdays."
+    assert listed["withheld"] is False
+    assert listed["original"] == WORDS
+    assert listed["entries"] == enrichment.entry_ids
+
+
+@pytest.mark.parametrize("way", ["left the channel", "Forget", "invalidated", "purged"])
+def test_an_enrichment_made_from_an_entry_the_owner_may_no_longer_use_withholds_its_text(
+    world: World, group_chat: str, way: str
+) -> None:
+    """[N6] The check at read time: the rewrite's text would still show that memory."""
+    no_longer_usable(world, group_chat, way)
+    response = world.alice.client().get(f"/v1/chats/{group_chat}/enrichments")
+    assert response.status_code == 200
+    if way == "purged":  # [P4] the purge deleted the enrichment itself
+        assert response.json() == {"enrichments": []}
+        return
+    [listed] = response.json()["enrichments"]
+    assert listed["text"] is None and listed["withheld"] is True
+    assert listed["original"] == WORDS
+    assert listed["entries"] == []
+    assert "Saturday" not in response.content.decode()
 
 
 def test_the_routes_are_in_the_schema(world: World, anon: APIClient) -> None:

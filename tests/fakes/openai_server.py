@@ -2,6 +2,9 @@
 
 Tests queue replies (`server.reply(...)`) and read what arrived (`server.requests`). A request
 with no reply queued gets `server.default`. Any path ending in `/chat/completions` answers.
+A request whose `response_format` is in `server.refused_forms` gets `server.refusal_status`
+(400 or 422; 500 like llama-cpp-python's server) naming `response_format`, and uses up no
+reply: a server that cannot constrain its output to that form [K2].
 A reply may trickle (the whole HTTP answer, status line first, one byte per `trickle` seconds)
 or hang up without answering; `ReceivedRequest.hung_up` says whether the client closed the
 connection before the whole answer was sent.
@@ -24,6 +27,8 @@ from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings
+
+from memorybot.providers.openai import REFUSED_FORMS
 
 
 @dataclass
@@ -98,6 +103,27 @@ class ReceivedRequest:
     body: Any
     # The client closed the connection before the whole answer was sent.
     hung_up: bool = False
+    # The server refused the request's `response_format`.
+    refused: bool = False
+
+    @property
+    def answer_form(self) -> str:
+        """How the request asked for its answer: `json_schema`, `json_object+schema`,
+        `json_object` or `prose` (the names of `memorybot.providers.openai`)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        asked = body.get("response_format")
+        if not isinstance(asked, dict):
+            return "prose"
+        if asked.get("type") == "json_object" and "schema" in asked:
+            return "json_object+schema"
+        return str(asked.get("type"))
+
+    @property
+    def answer_schema(self) -> Any:
+        """The JSON Schema the request asked its answer to follow, if any."""
+        body = self.body if isinstance(self.body, dict) else {}
+        asked = body.get("response_format") or {}
+        return (asked.get("json_schema") or {}).get("schema") or asked.get("schema")
 
 
 @dataclass
@@ -109,6 +135,9 @@ class FakeOpenAI:
     requests: list[ReceivedRequest] = field(default_factory=list)
     # The most requests that were being answered at the same moment.
     peak_in_flight: int = 0
+    # [K2] The answer forms (`ReceivedRequest.answer_form`) this server refuses, and how.
+    refused_forms: set[str] = field(default_factory=set)
+    refusal_status: int = 400
     _queue: deque[FakeReply] = field(default_factory=deque)
     _in_flight: int = 0
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -125,6 +154,16 @@ class FakeOpenAI:
         """Block until `count` requests have arrived (True) or `timeout` passed (False)."""
         with self._changed:
             return self._changed.wait_for(lambda: len(self.requests) >= count, timeout)
+
+    def _refuses(self, request: ReceivedRequest) -> bool:
+        """Record a request whose answer form this server refuses (True), if it is one."""
+        if request.answer_form not in self.refused_forms:
+            return False
+        request.refused = True
+        with self._changed:
+            self.requests.append(request)
+            self._changed.notify_all()
+        return True
 
     def _receive(self, request: ReceivedRequest) -> FakeReply:
         with self._changed:
@@ -169,6 +208,10 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             received = ReceivedRequest(
                 path=self.path, headers=dict(self.headers.items()), body=body
             )
+            if fake._refuses(received):
+                refusal = {"message": "this server does not support this response_format"}
+                self._send(fake.refusal_status, json.dumps({"error": refusal}))
+                return
             scripted = fake._receive(received)
             try:
                 if scripted.delay:
@@ -248,6 +291,8 @@ def fake_openai(settings: Settings) -> Iterator[FakeOpenAI]:
     """A running fake server; `OPENBOT_OPENAI_BASE_URL` points at it for this test."""
     server = FakeOpenAIServer()
     fake = server.start()
+    # A refusal another test's server answered at the same address is not this server's.
+    REFUSED_FORMS.forget()
     settings.OPENBOT_OPENAI_BASE_URL = fake.base_url
     settings.OPENBOT_OPENAI_API_KEY = "test-key"
     try:

@@ -14,6 +14,7 @@ Examples: `OPENBOT_ACCESS_EXAMPLES` (default 1,000 on PostgreSQL, 200 on SQLite)
 
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from memory.access import Reader, audience_allowed, every_visible_entry, visible_entries
+from memory.forgetting import entry_forget, pool_purge
 from memory.models import Change, Entry
 from memory.selectors import (
     CONTEXT_LINE_OVERHEAD,
@@ -36,11 +38,9 @@ from memory.services import (
     ItemEvidence,
     entries_import,
     entry_create_in,
-    entry_forget,
     entry_remember,
     entry_set_status_in,
     pool_change,
-    pool_purge,
 )
 from openbot import services
 from openbot.errors import Conflict
@@ -716,13 +716,26 @@ def check_every_listing(world: Tenancy, model: PoolModel) -> None:
             )
 
 
-@random_pools(example_count())
-@given(data=st.data())
-def test_visible_entries_match_the_reference(tenancy: Tenancy, data: st.DataObject) -> None:
-    with transaction.atomic():
-        model = random_pool(tenancy, data)
-        check_every_reader(tenancy, model)
-        transaction.set_rollback(True)
+def reference_check(shard: int) -> Callable[..., None]:
+    """One of SHARDS tests that each check an equal share of the examples against the
+    reference, so that `make test`'s workers share the work. Each has its own name, and so its
+    own examples (a derandomized run, as on CI, seeds Hypothesis from the test's name)."""
+
+    def check(tenancy: Tenancy, data: st.DataObject) -> None:
+        with transaction.atomic():
+            model = random_pool(tenancy, data)
+            check_every_reader(tenancy, model)
+            transaction.set_rollback(True)
+
+    check.__name__ = check.__qualname__ = f"test_visible_entries_match_the_reference_{shard}"
+    return random_pools(max(example_count() // SHARDS, 1))(given(data=st.data())(check))
+
+
+SHARDS = 4
+test_visible_entries_match_the_reference_0 = reference_check(0)
+test_visible_entries_match_the_reference_1 = reference_check(1)
+test_visible_entries_match_the_reference_2 = reference_check(2)
+test_visible_entries_match_the_reference_3 = reference_check(3)
 
 
 def random_pool(world: Tenancy, data: st.DataObject) -> PoolModel:

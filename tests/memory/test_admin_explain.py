@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from memory.access import Reader
+from memory.forgetting import entry_forget
 from memory.models import Entry
-from memory.services import entry_forget
 from openbot import services
 from tests.conftest import World
 from tests.factories import ChatFactory, ItemFactory

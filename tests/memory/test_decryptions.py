@@ -22,17 +22,16 @@ import pytest
 from cryptography.fernet import MultiFernet
 
 from memory.access import Reader, visible_entries
+from memory.forgetting import entries_forget_mine, entry_forget, pool_purge
 from memory.models import Change, Entry
 from memory.selectors import context, has_entries, validate_references
 from memory.services import (
     ItemEvidence,
     entry_create_in,
-    entry_forget,
     entry_remember,
     entry_set_status_in,
     entry_topics_in,
     pool_change,
-    pool_purge,
     topic_rename_in,
 )
 from openbot.errors import Conflict
@@ -338,6 +337,17 @@ def test_forget_touches_no_content(world: World, pool: dict[str, Entry], crypto:
         )
     assert_only_log_payloads(crypto, pool, versions=2)
     assert Entry.objects.get(id=pool["alice_note"].id).status == Entry.Status.RETRACTED
+
+
+def test_forget_mine_touches_no_content(
+    world: World, pool: dict[str, Entry], crypto: CryptoSpy
+) -> None:
+    """[D2, X3] Forgetting everything reads tags and evidence only; one log payload."""
+    crypto.arm()
+    done = entries_forget_mine(pool_id=world.bot.id, reader=reader(world, world.alice))
+    # Her two notes; carol said the group fact, alice is not behind it.
+    assert (done.retracted, done.excluded) == (2, 0)
+    assert_only_log_payloads(crypto, pool, versions=1)
 
 
 def test_purge_touches_no_content(world: World, pool: dict[str, Entry], crypto: CryptoSpy) -> None:

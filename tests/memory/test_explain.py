@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from memory.access import Reader
 from memory.explain import explain_access, explain_entries
+from memory.forgetting import entry_forget
 from memory.models import Change, Entry
 from memory.services import (
     ImportedEntry,
     ItemEvidence,
     entries_import,
     entry_create_in,
-    entry_forget,
     pool_change,
 )
 from openbot import services

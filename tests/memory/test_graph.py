@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory import graph
 from memory.access import Reader, visible_entries
+from memory.forgetting import entry_forget, pool_purge
 from memory.graph import ImportLimits
 from memory.models import (
     SCOPE_MANY,
@@ -37,10 +38,8 @@ from memory.services import (
     ItemEvidence,
     entries_import,
     entry_create_in,
-    entry_forget,
     entry_remember,
     pool_change,
-    pool_purge,
 )
 from tests.conftest import World
 from tests.memory.builders import set_status

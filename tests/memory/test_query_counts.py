@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from memory.access import Reader
+from memory.search import search
 from memory.selectors import context, has_entries
 from memory.services import entry_remember
 from tests.conftest import World
@@ -39,6 +40,9 @@ FORGET = 12 + LOGGED + LOCK
 CONTEXT = 2
 # BEGIN, lock, rights, the read, COMMIT.
 HAS_ENTRIES = 4 + LOCK
+# [R1] BEGIN, lock, rights, one statement that finds and ranks [R7], the found entries with
+# their tags and sources, the pool's version, COMMIT.
+SEARCH = 6 + LOCK
 
 
 @pytest.fixture
@@ -107,3 +111,9 @@ def test_context(seen: World, django_assert_max_num_queries: Any) -> None:
 def test_has_entries(seen: World, django_assert_max_num_queries: Any) -> None:
     with django_assert_max_num_queries(HAS_ENTRIES):
         assert has_entries(seen.bot, reader(seen))
+
+
+def test_search(seen: World, django_assert_max_num_queries: Any) -> None:
+    with django_assert_max_num_queries(SEARCH):
+        found, _ = search(seen.bot, reader(seen), "pinned", 10)
+    assert len(found) == 3

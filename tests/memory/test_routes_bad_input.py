@@ -6,9 +6,10 @@ from typing import Any
 import pytest
 
 from memory.models import Change, Entry, Pool
+from memory.services import REMEMBER_MAX_CONTENT
 from tests.conftest import World, error_fields
 
-TOO_LONG = "x" * 10_001
+TOO_LONG = "x" * (REMEMBER_MAX_CONTENT + 1)  # [E8]
 COMMAND_CASES: list[tuple[Any, str]] = [
     # (body, the field the 400 must name)
     ([], "body"),
@@ -46,6 +47,9 @@ COMMAND_CASES: list[tuple[Any, str]] = [
     ({"command": {"_tag": "Forget", "id": "m" * 41}}, "command.id"),
     ({"command": {"_tag": "Forget", "id": "mem_1", "content": "x"}}, "command.content"),
     ({"command": {"_tag": "Forget", "id": "mem_1", "tags": []}}, "command.tags"),
+    ({"command": {"_tag": "ForgetMine", "id": "mem_1"}}, "command.id"),  # [D2]
+    ({"command": {"_tag": "ForgetMine", "content": "x"}}, "command.content"),
+    ({"command": {"_tag": "forgetMine"}}, "command._tag"),
     # A lone surrogate echoed in the message once made the response unencodable (a 500).
     ({"command": {"_tag": "\ud800"}}, "command._tag"),
     ({"command": {"_tag": "Remember", "content": "x", "\ud800": 1}}, "command"),
@@ -129,7 +133,9 @@ def test_memory_command(world: World, body: Any, field: str) -> None:
 
 
 def test_content_of_exactly_the_limit_is_fine(world: World) -> None:
-    body = {"command": {"_tag": "Remember", "content": "x" * 10_000, "tags": ["t"] * 32}}
+    body = {
+        "command": {"_tag": "Remember", "content": "x" * REMEMBER_MAX_CONTENT, "tags": ["t"] * 32}
+    }
     assert send(world, "post", "", body).status_code == 201
 
 

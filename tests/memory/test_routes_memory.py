@@ -208,10 +208,11 @@ def test_remember_without_tags_has_only_openbot_tags(world: World) -> None:
 
 @pytest.mark.parametrize(
     "tag",
-    ["for:bot", "from:u_1", "org:o_1", "Bad", "a--b", "-a", "a-", "", "a b", "ä", "x" * 65],
+    ["for:bot", "from:u_1", "org:o_1", "Bad", "a--b", "-a", "a-", "", "a b", "Ä", "x" * 65],
 )
 def test_remember_refuses_colon_tags_and_bad_topics(world: World, tag: str) -> None:
-    """[E3, A2] Only OpenBot writes colon tags; a topic is lowercase letters, digits, hyphens."""
+    """[E3, E9, A2] Only OpenBot writes colon tags; a topic is lowercase letters (of any
+    script: tests/memory/test_topics.py), digits, hyphens."""
     response = command(world.alice, world, {"_tag": "Remember", "content": "x", "tags": [tag]})
 
     assert response.status_code == 400

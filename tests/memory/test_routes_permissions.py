@@ -21,13 +21,23 @@ from tests.memory.builders import fact
 ROUTES = [
     ("get", "", None, 200),
     ("post", "", {"command": {"_tag": "Remember", "content": "note", "tags": ["x"]}}, 201),
+    # [D2] As Forget: read on the bot is enough.
+    ("post", "", {"command": {"_tag": "ForgetMine"}}, 200),
     ("get", "/log", None, 200),
     ("post", "/purge", {"tag": "from:u_nobody"}, 200),
     ("get", "/bot", None, 200),
     ("patch", "/bot", {"expected": 0, "concurrency": 3}, 200),
 ]
 WRITER_ONLY = {"/purge", "/bot"}
-ROUTE_IDS = [f"{method} memory{path}" for method, path, _, _ in ROUTES]
+
+
+def route_id(method: str, path: str, body: Any) -> str:
+    """`post memory Remember`: the command's tag tells the commands of one route apart."""
+    tag = body["command"]["_tag"] if isinstance(body, dict) and "command" in body else ""
+    return f"{method} memory{path} {tag}".rstrip()
+
+
+ROUTE_IDS = [route_id(method, path, body) for method, path, body, _ in ROUTES]
 
 
 def call(client: APIClient, method: str, bot_id: str, path: str, body: Any) -> Any:

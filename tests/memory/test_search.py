@@ -15,10 +15,10 @@ from django.core.management import call_command
 from pytest_django.fixtures import Settings
 
 from memory.access import Reader
+from memory.forgetting import pool_purge
 from memory.models import EntryTerm
 from memory.search import search
 from memory.selectors import context
-from memory.services import pool_purge
 from memory.terms import query_terms, term_hash, text_terms
 from openbot.errors import ApplicationError
 from tests.conftest import Actor, World, error_fields

@@ -10,12 +10,14 @@
 """
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import dramatiq
 import pytest
+from django.conf import settings
 from django.db import connection
 from dramatiq.brokers.stub import StubBroker
 
@@ -27,6 +29,7 @@ from memorybot.models import LearningRun
 from openbot import services
 from tests.conftest import Actor, World
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, ReceivedRequest
+from tests.memorybot.conftest import PRICE
 
 MEMORY_MODEL = "openai:gpt-test"
 
@@ -146,3 +149,34 @@ def learning_worker(threads: int = 2, timeout_s: float = 30) -> Iterator[StubBro
 def flush_broker() -> None:
     """Messages left in the StubBroker by earlier tests name rows that no longer exist."""
     stub_broker().flush_all()
+
+
+def worker_environment(*, broker_url: str, model_url: str) -> dict[str, str]:
+    """The environment of a worker (or server) process of its own on this test's PostgreSQL
+    database and on `broker_url`, with the memory bot's model on the fake server at
+    `model_url`."""
+    database = connection.settings_dict
+    return {
+        **os.environ,
+        "DATABASE_URL": (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT'] or 5432}/{database['NAME']}"
+        ),
+        "OPENBOT_BROKER_URL": broker_url,
+        "OPENBOT_INPROCESS_WORKER": "false",
+        "OPENBOT_ENCRYPTION_KEYS": ",".join(settings.OPENBOT_ENCRYPTION_KEYS),
+        "OPENBOT_OPENAI_BASE_URL": model_url,
+        "OPENBOT_OPENAI_API_KEY": "test-key",
+        "OPENBOT_MODEL_PRICES": PRICE,
+    }
+
+
+def waiting_for_advisory_locks() -> int:
+    """How many sessions on this test's database wait for an advisory lock (a pool's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        (count,) = cursor.fetchone()
+    return int(count)

@@ -10,10 +10,11 @@ from django.db import connection
 from chats import services as chat_services
 from chats.models import Item
 from memory.access import Reader
+from memory.forgetting import entry_forget
 from memory.models import Entry
-from memory.services import entry_forget
 from memorybot.enrichment import enrich_input
 from memorybot.models import Enrichment, ModelCall
+from memorybot.quoting import QUOTED_RULE
 from openbot import services
 from tests.conftest import World
 from tests.factories import ChatFactory, EntryFactory, ItemFactory
@@ -91,7 +92,11 @@ def test_a_private_chat_uses_the_persons_entries(scene: World, fake_openai: Fake
 
     assert sorted(offered_ids(fake_openai)) == sorted([pinned.id, said.id])  # not bob's
     [request] = enrich_requests(fake_openai)
-    assert request.body["response_format"] == {"type": "json_object"}
+    # [K2] The answer's shape: the new input and ids of the notes shown, no others.
+    asked = request.body["response_format"]
+    assert asked["type"] == "json_schema" and asked["json_schema"]["strict"] is True
+    entries = asked["json_schema"]["schema"]["properties"]["entries"]
+    assert entries["items"]["enum"] == offered_ids(fake_openai)
     assert request.body["messages"][1]["content"].endswith(f"Message:\n{WORDS}")
     [answer] = bot_requests(fake_openai)
     assert last_user_text(answer) == ENRICHED  # [N3] the bot's model sees the new input
@@ -136,7 +141,11 @@ def test_the_offline_memory_bot_enriches_end_to_end(scene: World, fake_openai: F
     chat_id = chat_open(scene.alice, scene.bot)
     take_turn(scene.alice, chat_id, WORDS)
     [answer] = bot_requests(fake_openai)
-    assert last_user_text(answer) == f"{WORDS}\n\nFennel, the dog, tires after five kilometres."
+    # [K6] The entry follows the person's words as a quoted note.
+    assert last_user_text(answer) == (
+        f"{WORDS}\n\n<notes>\n{QUOTED_RULE}\n- Fennel, the dog, tires after five kilometres.\n"
+        "</notes>"
+    )
     assert Enrichment.objects.get().entry_ids == [helps.id]
     assert ModelCall.objects.get(purpose="enrichment").model == OFFLINE_MODEL
 

@@ -11,14 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from chats.models import Chat, Item
 from memory.lock import pool_write
 from memory.models import Entry, Evidence
-from memorybot.learning import MAX_CLAIMS, learning_run_process, runs_due
+from memorybot.learning import MAX_CLAIMS, _release, learning_run_process, runs_due
 from memorybot.models import LearningRun, ModelCall
 from memorybot.recovery import recover_learning
 from memorybot.tasks import learn
@@ -39,6 +39,7 @@ from tests.memorybot.learning_world import (
     postgresql_only,
     run_of,
     stub_broker,
+    waiting_for_advisory_locks,
 )
 
 
@@ -238,16 +239,6 @@ def test_two_turns_at_once_over_http_then_racing_runs(
     assert stub_broker().dead_letters == []
 
 
-def waiting_for_advisory_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        )
-        (count,) = cursor.fetchone()
-    return int(count)
-
-
 @dataclass
 class Busy:
     """A confided turn whose run's lease lasts one second, and a learned fact to build on."""
@@ -395,3 +386,42 @@ def test_a_run_whose_workers_keep_dying_is_given_up_safely(
     assert run.error == LearningRun.Error.GAVE_UP
     assert len(fake_openai.requests) == asked
     assert Chat.objects.get(id=chat.id).read_position < (run.turn.end_seq or 0)
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_run_given_back_through_a_database_error_is_given_back_on_a_new_connection(
+    world: World, fake_openai: FakeOpenAI
+) -> None:
+    """[F7] A delivery that failed gives its run back; when that write fails too (here a lock
+    timeout while another transaction holds the run's row; a database restarting alike), it
+    is tried again on a new connection, and the next delivery takes the run at once instead of
+    after its lease (two minutes)."""
+    memory_bot_on(world)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    run = run_of(confided_turn(chat, world.alice, "I swim every day."))
+    lease = timezone.now() + timedelta(minutes=2)
+    LearningRun.objects.filter(id=run.id).update(
+        status=LearningRun.Status.RUNNING, leased_until=lease
+    )
+    run.refresh_from_db()
+    held, errors = threading.Event(), list[BaseException]()
+
+    def hold_the_row() -> None:
+        with transaction.atomic():
+            LearningRun.objects.select_for_update().get(id=run.id)
+            held.set()
+            time.sleep(1.5)
+
+    holder = in_thread(hold_the_row, errors)
+    assert held.wait(10)
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '100ms'")  # this connection's first try fails
+    _release(run)
+    holder.join(10)
+
+    assert errors == []
+    assert LearningRun.objects.get(id=run.id).leased_until is None
+    learning_answer(fake_openai, [fact_change("alice swims", person_item(run.turn))])
+    learning_run_process(run_id=run.id)  # the next delivery takes it now
+    assert LearningRun.objects.get(id=run.id).status == LearningRun.Status.DONE

@@ -7,6 +7,7 @@ import pytest
 from memorybot.gateway import model_call
 from memorybot.models import ModelCall
 from memorybot.providers import (
+    AnswerSchema,
     EntryText,
     ItemText,
     Material,
@@ -17,7 +18,9 @@ from memorybot.providers import (
     Tool,
     ToolCall,
     Usage,
+    strict_object,
 )
+from memorybot.quoting import QUOTED_RULE
 from openbot.model_names import ModelName, ModelNameError, parse_model
 from tests.conftest import World
 from tests.fakes.openai_server import FakeOpenAI
@@ -31,6 +34,8 @@ CONFIDE_TOOL = Tool(
         "required": ["text"],
     },
 )
+
+ANSWER = AnswerSchema(name="note", schema=strict_object({"text": {"type": "string"}}))
 
 
 def offline(purpose: str, request: ModelRequest) -> ModelResult:
@@ -60,7 +65,7 @@ def test_requests_and_results_survive_their_json_form() -> None:
             Message.tool("c1", "r"),
         ),
         tools=(CONFIDE_TOOL,),
-        json_output=True,
+        answer_schema=ANSWER,
         temperature=0.2,
         max_output_tokens=300,
         material=Material(
@@ -87,7 +92,7 @@ def test_the_openai_wire_format(world: World, fake_openai: FakeOpenAI) -> None:
             Message.tool("c1", "r"),
         ),
         tools=(CONFIDE_TOOL,),
-        json_output=True,
+        answer_schema=ANSWER,
         temperature=0.0,
     )
     model_call(
@@ -121,7 +126,10 @@ def test_the_openai_wire_format(world: World, fake_openai: FakeOpenAI) -> None:
             },
         }
     ]
-    assert sent["response_format"] == {"type": "json_object"}
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "note", "strict": True, "schema": ANSWER.schema},
+    }
     assert sent["temperature"] == 0.0
     assert fake_openai.requests[0].headers["authorization"] == "Bearer test-key"
 
@@ -164,7 +172,6 @@ ENTRIES = (
 def enrich(text: str) -> dict[str, object]:
     request = ModelRequest(
         messages=(Message.user(text),),
-        json_output=True,
         material=Material(text=text, entries=ENTRIES),
     )
     result = offline("enrichment", request)
@@ -176,9 +183,10 @@ def enrich(text: str) -> dict[str, object]:
 def test_offline_enrichment_appends_entries_that_share_words() -> None:
     text = "What drinks should I offer Alice?  Tea maybe?"
     answer = enrich(text)
+    # [K6] The entries follow as quoted notes, in a block of their own.
     assert answer == {
-        "text": f"{text}\n\nAlice prefers green tea over coffee.\n"
-        "Drinks for guests are in the kitchen.",
+        "text": f"{text}\n\n<notes>\n{QUOTED_RULE}\n- Alice prefers green tea over coffee.\n"
+        "- Drinks for guests are in the kitchen.\n</notes>",
         "entries": ["mem_tea", "mem_drinks"],
     }
     assert str(answer["text"]).startswith(text), "the person's words stay verbatim"
@@ -206,7 +214,6 @@ def test_offline_learning_proposes_each_person_item_as_a_fact() -> None:
     )
     request = ModelRequest(
         messages=(Message.user("Learn from these items."),),
-        json_output=True,
         material=Material(items=items),
     )
     result = offline("learning", request)
@@ -217,14 +224,14 @@ def test_offline_learning_proposes_each_person_item_as_a_fact() -> None:
                 "layer": "fact",
                 "content": "I moved to Berlin last May.",
                 "sources": [{"chat": "chat_1", "item": "i-1"}],
-                "topics": [],
+                "topics": ["moved", "berlin", "last"],  # [K4] from its words
             },
             {
                 "kind": "add",
                 "layer": "fact",
                 "content": "My dog is called Rex.",
                 "sources": [{"chat": "chat_1", "item": "i-7"}],
-                "topics": [],
+                "topics": ["dog", "called", "rex"],
             },
         ]
     }

@@ -244,7 +244,7 @@ def test_an_enrichment_request_asks_for_a_bounded_answer(
 ) -> None:
     turn(scene, fake_openai, NO_ENRICHMENT, {"content": "A short trail is best."})
     request = fake_openai.requests[0]
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.answer_form == "json_schema"  # [K2]
     assert isinstance(request.body.get("max_tokens"), int)
 
 

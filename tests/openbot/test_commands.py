@@ -281,6 +281,22 @@ def test_bad_option_values(db: Any, command: str, args: list[str], option: str) 
         ("channel_member", ["--channel", "<channel>", "--add", "u_nope"], "--add"),
         ("channel_member", ["--channel", "<channel>", "--remove", "u_nope"], "--remove"),
         ("set_org_settings", ["--org", "o_nope"], "--org"),
+        (
+            "set_channel_learning",
+            ["--org", "o_nope", "--channel", "<channel>", "--learning", "off"],
+            "--org",
+        ),
+        (
+            "set_channel_learning",
+            ["--org", "<org>", "--channel", "ch_nope", "--learning", "off"],
+            "--channel",
+        ),
+        # Another organization's channel is as unknown as one that does not exist.
+        (
+            "set_channel_learning",
+            ["--org", "<other_org>", "--channel", "<channel>", "--learning", "off"],
+            "--channel",
+        ),
     ],
 )
 def test_unknown_ids(world: World, command: str, args: list[str], option: str) -> None:
@@ -382,3 +398,14 @@ def test_command_line_exit_codes(tmp_path: Path) -> None:
     assert unknown.stdout == ""
     level = manage("grant", "--bot", "b", "--org", "o", "--level", "owner")
     assert level.returncode != 0 and "--level" in level.stderr
+
+
+def test_set_channel_learning(world: World) -> None:
+    """[D4] The command does what the channel route does, and prints the same body."""
+    args = ["--org", world.org.id, "--channel", world.channel.id, "--learning"]
+    channel = {"id": world.channel.id, "name": world.channel.name}
+    assert run("set_channel_learning", *args, "off") == {**channel, "learning": False}
+    world.channel.refresh_from_db()
+    assert world.channel.learning is False
+    assert run("set_channel_learning", *args, "on") == {**channel, "learning": True}
+    assert "--learning" in fails("set_channel_learning", *args, "maybe")

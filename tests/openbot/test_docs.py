@@ -44,7 +44,7 @@ def test_the_json_schema_is_shown_in_a_browser_and_lists_every_operation(
         for path, methods in json.loads(response.content)["paths"].items()
         for method, operation in methods.items()
     ]
-    assert len(operations) == 18
+    assert len(operations) == 22
     assert all(operation["description"] for _, _, operation in operations)
 
 

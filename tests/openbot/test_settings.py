@@ -80,6 +80,7 @@ def test_production_starts_with_its_environment() -> None:
         ({"OPENBOT_BROKER_URL": "http://127.0.0.1:6379"}, "OPENBOT_BROKER_URL"),
         ({"SECURE_SSL_REDIRECT": "maybe"}, "SECURE_SSL_REDIRECT"),
         ({"DATABASE_CONN_MAX_AGE": "soon"}, "DATABASE_CONN_MAX_AGE"),
+        ({"OPENBOT_TRUSTED_PROXY_COUNT": "-1"}, "OPENBOT_TRUSTED_PROXY_COUNT"),
     ],
 )
 def test_production_refuses_to_start_without_its_secrets(

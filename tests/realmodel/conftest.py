@@ -83,3 +83,11 @@ def local_model_calls(
         settings.OPENBOT_TURN_DEADLINE_SECONDS = 900
         settings.OPENBOT_LEARNING_STEP_SECONDS = 150  # below the learn actor's time limit
         yield recorder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With workers (`make test` runs pytest-xdist), the real-model tests share one worker and
+    so one model server: two would split this machine's two cores between them."""
+    for item in items:
+        if item.get_closest_marker("realmodel"):
+            item.add_marker(pytest.mark.xdist_group("realmodel"))

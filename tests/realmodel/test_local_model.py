@@ -72,15 +72,19 @@ def wire_key(messages: list[dict[str, Any]]) -> tuple[tuple[str, Any], ...]:
 
 def exchanges_by_call(recorder: Recorder) -> dict[int, Exchange]:
     """Each recorded call's exchange with the server, matched on the messages it sent. Every
-    exchange belongs to a recorded call: nothing reached the server unrecorded."""
+    exchange belongs to a recorded call: nothing reached the server unrecorded. A call may
+    first have been refused its answer form [K2]: the same messages, asked again in the next
+    form; its exchange is the last one."""
     waiting: dict[tuple[tuple[str, Any], ...], list[Exchange]] = defaultdict(list)
     for exchange in recorder.exchanges:
         waiting[wire_key(exchange.request["messages"])].append(exchange)
     matched = {}
     for call in ModelCall.objects.filter(model=LOCAL_MODEL).order_by("id"):
-        sent = wire_key(json.loads(call.request)["messages"])
-        if waiting[sent]:
-            matched[call.id] = waiting[sent].pop(0)
+        sent = waiting[wire_key(json.loads(call.request)["messages"])]
+        while len(sent) > 1 and sent[0].status != 200 and "response_format" in sent[0].request:
+            sent.pop(0)
+        if sent:
+            matched[call.id] = sent.pop(0)
     assert not any(waiting.values()), "a request reached the server without a recorded call"
     return matched
 

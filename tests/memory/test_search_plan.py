@@ -1,0 +1,70 @@
+"""[R7] Search's plan does not depend on planner statistics.
+
+pytest's test database is never analyzed: its tables are as a new install has them. The
+search statement must then still read the term index, and the pool's tag index, once each —
+not once for every admitted entry or every candidate, which is what a plan that is right only
+with statistics did (the cost of such a plan grows with what the reader may see and with the
+pool, not with what matches).
+"""
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory.search import search
+from tests.conftest import World
+from tests.memory.test_decryptions import pin
+from tests.memory.test_search import reader
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's plans; SQLite plans by its own rules"
+)
+
+
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def test_a_never_analyzed_pool_is_searched_from_the_query_terms(world: World) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM pg_stats WHERE tablename IN"
+            " ('memory_entryterm', 'memory_entrytag', 'memory_entry')"
+        )
+        assert cursor.fetchone() == (0,)  # no planner statistics
+    for index in range(40):
+        pin(world, world.alice, f"Alice's note {index} about the weekly planning meeting.")
+    pin(world, world.alice, "The wifi password of the Graz office is orchid-42.")
+    pin(world, world.alice, "The wifi in Leipzig is slow on Fridays.")
+    for index in range(20):
+        pin(world, world.bob, f"Bob's wifi note {index}: the router is in the hall.")
+    with CaptureQueriesContext(connection) as queries:
+        found, _ = search(world.bot, reader(world, world.alice), "office wifi password", 10)
+    assert [entry["content"] for entry in found][:1] == [
+        "The wifi password of the Graz office is orchid-42."
+    ]
+    statement = next(query["sql"] for query in queries if "memory_entryterm" in query["sql"])
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}")
+        (explained,) = cursor.fetchone()
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+    scans = [
+        node
+        for node in plan_nodes(plan)
+        if node.get("Relation Name") == "memory_entryterm"
+        or node.get("Index Name") == "tag_by_pool"
+    ]
+    assert scans
+    # Each is read at most once, never once per entry; `Actual Loops` counts how often the node
+    # ran (0 when the executor never needed it, e.g. the other arm of a BitmapOr).
+    read = [
+        (node["Node Type"], node.get("Index Name", node.get("Relation Name")), node["Actual Loops"])
+        for node in scans
+    ]
+    assert read == [(kind, name, min(loops, 1)) for kind, name, loops in read]
