@@ -201,7 +201,10 @@ def dramatiq_broker(url: str | None) -> dict:
     if not url:
         broker, options = "dramatiq.brokers.stub.StubBroker", {}
     elif url.startswith(("amqp://", "amqps://")):
-        broker, options = "dramatiq.brokers.rabbitmq.RabbitmqBroker", {"url": url}
+        # [F7] Publisher confirms: a send returns once RabbitMQ holds the message, so a run is
+        # noted as sent only then (unconfirmed, a message can be lost as its sender exits).
+        broker = "dramatiq.brokers.rabbitmq.RabbitmqBroker"
+        options = {"url": url, "confirm_delivery": True}
     elif url.startswith(("redis://", "rediss://", "unix://")):
         broker, options = "dramatiq.brokers.redis.RedisBroker", {"url": url}
     else:
