@@ -23,7 +23,7 @@ base="http://127.0.0.1:$port"
 .venv/bin/python manage.py bootstrap > "$work/demo.json" 2>/dev/null
 
 # --limit-request-line 0 as scripts/serve_prod.sh: a schema-valid search `q` is up to 12 KB.
-.venv/bin/gunicorn openbot.wsgi -b "127.0.0.1:$port" -w 1 --threads 4 --timeout 120 --limit-request-line 0 \
+.venv/bin/gunicorn settings.wsgi -b "127.0.0.1:$port" -w 1 --threads 4 --timeout 120 --limit-request-line 0 \
   --error-logfile "$work/server.log" --access-logfile /dev/null >>"$work/server.log" 2>&1 &
 server=$!
 

@@ -230,7 +230,7 @@ def gunicorn(port: int) -> Iterator[None]:
     log = Path(tempfile.gettempdir()) / "openbot-floor-gunicorn.log"
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "openbot.wsgi:application", "--workers", "2",
+            [sys.executable, "-m", "gunicorn", "settings.wsgi:application", "--workers", "2",
              "--threads", "4", "--keep-alive", "5", "--bind", f"127.0.0.1:{port}",
              "--no-control-socket"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,

@@ -60,7 +60,7 @@ class LearningRecovery(dramatiq.Middleware):
 def ensure_inprocess_worker(**options: Any) -> None:
     """Start a worker in this process on the configured broker, with its recovery pass, once,
     when OPENBOT_INPROCESS_WORKER is set (the default: no broker to install). The serving
-    process calls it when it creates the WSGI application [G2]: openbot/wsgi.py."""
+    process calls it when it creates the WSGI application [G2]: settings/wsgi.py."""
     global _inprocess
     if not settings.OPENBOT_INPROCESS_WORKER:
         return

@@ -172,7 +172,7 @@ trap 'stop; exit 143' TERM
 # A search's `q` may hold 1,000 characters, 12 KB percent-encoded: longer than gunicorn's
 # longest request line (8,190 bytes), so the line is not limited (0: up to 1 MB) and the app
 # answers a 400 naming the field instead of gunicorn a bare 414.
-supervise web TERM "$PY" -m gunicorn openbot.wsgi:application \
+supervise web TERM "$PY" -m gunicorn settings.wsgi:application \
   --workers "$WEB" --threads "$WEB_THREADS" --timeout 90 --graceful-timeout 30 \
   --keep-alive 5 --limit-request-line 0 --bind "$WEB_BIND" --no-control-socket &
 supervisors+=($!)

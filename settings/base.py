@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "django_dramatiq",
     "openbot",
     "chats",
+    "conversations",
     "memory",
     "memorybot",
 ]
@@ -39,8 +40,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "openbot.urls"
-WSGI_APPLICATION = "openbot.wsgi.application"
+ROOT_URLCONF = "settings.urls"
+WSGI_APPLICATION = "settings.wsgi.application"
 
 TEMPLATES = [
     {

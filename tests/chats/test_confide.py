@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from chats.turns import BOT_PROMPT, NO_ANSWER
+from conversations.turns import BOT_PROMPT, NO_ANSWER
 from memorybot.confide import CALM_REPLY, CONFIDE_TOOL, PRIEST_PROMPT
 from memorybot.models import Confession, LearningRun, ModelCall
 from openbot import services

@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from django.http import StreamingHttpResponse
 from rest_framework.test import APIClient
 
-from chats.export import person_export
 from chats.models import Chat
+from conversations.export import person_export
 from memory.models import Entry
 from memory.services import ImportedEntry, ItemEvidence, entries_import
 from openbot.models import Token

@@ -10,7 +10,7 @@ from django.db import transaction
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from chats.export import person_export
+from conversations.export import person_export
 from openbot.access import bot_level
 from openbot.models import Organization, Person
 from tests.memory.test_access_property import (  # noqa: F401 (`tenancy` is a fixture)

@@ -15,7 +15,7 @@ from django.db.models import Model
 from pytest_django.fixtures import Settings
 
 from chats.models import Event, Item, Turn
-from chats.turns import NO_ANSWER
+from conversations.turns import NO_ANSWER
 from memory.models import Entry, Pool
 from memorybot.confide import CALM_REPLY
 from memorybot.models import Confession, Enrichment, ModelCall
@@ -172,7 +172,7 @@ def test_a_damaged_history_item_is_left_out_and_the_turn_ends(
     fake_openai.requests.clear()
 
     fake_openai.reply(content="Bring water.")
-    with caplog.at_level(logging.WARNING, logger="chats.turns"):
+    with caplog.at_level(logging.WARNING, logger="conversations.turns"):
         turn = turn_ends(scene.alice, chat_id, "Anything else?", reply="Bring water.")
 
     assert turn.error == Turn.Error.UNREADABLE

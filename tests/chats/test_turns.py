@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from pytest_django.fixtures import Settings
 
-from chats.turns import NO_ANSWER
+from conversations.turns import NO_ANSWER
 from memorybot.confide import CALM_REPLY
 from memorybot.gateway import CallOutcome, model_call
 from memorybot.models import Confession, Enrichment, ModelCall

@@ -22,7 +22,7 @@ from django.db import connection
 from dramatiq.brokers.stub import StubBroker
 
 from chats.models import Chat, Item, Turn
-from chats.turns import turn_run
+from conversations.turns import turn_run
 from memory.models import Entry, EntryTag
 from memorybot.learning_step import LEARN_PROMPT
 from memorybot.models import LearningRun

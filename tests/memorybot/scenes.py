@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from chats.models import Chat
-from chats.turns import BOT_PROMPT
+from conversations.turns import BOT_PROMPT
 from memory.models import Entry, Pool
 from memory.services import memory_settings_update
 from memorybot.confide import PRIEST_PROMPT

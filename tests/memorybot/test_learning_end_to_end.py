@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from dramatiq.brokers.redis import RedisBroker
 
-from chats.turns import BOT_PROMPT
+from conversations.turns import BOT_PROMPT
 from memorybot.enrichment import ENRICH_PROMPT
 from memorybot.learning_step import LEARN_PROMPT
 from memorybot.models import LearningRun

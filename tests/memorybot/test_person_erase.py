@@ -14,8 +14,8 @@ from django.apps import apps
 from django.core.management import call_command
 from django.db import DatabaseError, connection
 
-from chats.erase import MARKER
 from chats.models import Item
+from conversations.erase import MARKER
 from memory.models import Entry
 from openbot.models import ChannelMember, Grant, Membership, Token
 from tests.factories import BotFactory, ChatFactory, GrantFactory, ItemFactory

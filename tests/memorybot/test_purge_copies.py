@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db.models import Sum
 
 from chats.models import Item, Turn
-from chats.turns import turn_run
+from conversations.turns import turn_run
 from memory.models import Entry, EntrySource
 from memory.services import ImportedEntry, ItemEvidence, entries_import
 from memorybot.learning import learning_run_process

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chats.models import Chat
-from chats.turns import NO_ANSWER
+from conversations.turns import NO_ANSWER
 from memory.models import Entry
 from memorybot.confide import CALM_REPLY
 from memorybot.learning import learning_run_process

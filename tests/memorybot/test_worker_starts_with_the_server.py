@@ -132,7 +132,7 @@ def command(server: str, port: int) -> list[str]:
     address = f"127.0.0.1:{port}"
     if server == "gunicorn":
         return [
-            *(sys.executable, "-m", "gunicorn", "openbot.wsgi:application", "-b", address),
+            *(sys.executable, "-m", "gunicorn", "settings.wsgi:application", "-b", address),
             "--no-control-socket",  # gunicorn's default socket is one per user, in $HOME
         ]
     reloader = ["--noreload"] if server == "runserver --noreload" else []

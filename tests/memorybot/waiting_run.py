@@ -11,7 +11,7 @@ import threading
 
 from chats import services as chat_services
 from chats.models import Item
-from chats.turns import turn_run
+from conversations.turns import turn_run
 from memorybot.models import LearningRun
 from openbot import services
 from openbot.access import Caller

@@ -14,7 +14,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from chats import services as chat_services
-from chats.turns import turn_run
+from conversations.turns import turn_run
 from memory.services import entry_remember
 from memorybot.confide import confide_hear
 from memorybot.models import (

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from chats.models import Chat, Item, Turn
-from chats.turns import BOT_PROMPT, NO_ANSWER
+from conversations.turns import BOT_PROMPT, NO_ANSWER
 from memory.models import Entry, EntryTag
 from memorybot.confide import CALM_REPLY, PRIEST_PROMPT
 from memorybot.local_model import MODEL as LOCAL_MODEL

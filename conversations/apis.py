@@ -12,10 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chats.export import person_export
 from chats.permissions import ChatScopedViewSet, IsChatOwner, IsChatParticipant
 from chats.selectors import chat_items
-from chats.serializers import (
+from chats.services import chat_create
+from conversations.export import person_export
+from conversations.serializers import (
     ChatCreateInput,
     ChatOutput,
     ConfessionsOutput,
@@ -25,8 +26,7 @@ from chats.serializers import (
     TurnInput,
     TurnResult,
 )
-from chats.services import chat_create
-from chats.turns import chat_history_forget, turn_again, turn_run
+from conversations.turns import chat_history_forget, turn_again, turn_run
 from memorybot.selectors import (
     confessions_of_chat,
     enrichments_of_chat,

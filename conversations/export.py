@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from django.utils import timezone
 
 from chats.models import Chat, Item
-from chats.serializers import ChatOutput, EnrichmentOutput, ItemOutput, RunOutput
+from conversations.serializers import ChatOutput, EnrichmentOutput, ItemOutput, RunOutput
 from memory.access import Reader
 from memory.selectors import Position, entry_page_for_reader
 from memory.serializers import EntryOutput

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from chats.erase import person_erase
+from conversations.erase import person_erase
 from openbot.command_output import JsonCommand, lookup
 from openbot.models import Organization, Person
 

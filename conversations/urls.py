@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from chats import apis
+from conversations import apis
 
 router = SimpleRouter(trailing_slash=False)
 router.register("chats", apis.ChatViewSet, basename="chat")

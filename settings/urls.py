@@ -43,7 +43,7 @@ urlpatterns = [
     ),
     path("v1/me/settings", MySettingsApi.as_view(), name="my-settings"),
     path("v1/", include(router.urls)),
-    path("v1/", include("chats.urls")),
+    path("v1/", include("conversations.urls")),
     # Before the memory routes: `memory/purge` would otherwise be read as an entry id [A11].
     path("v1/", include("memorybot.urls")),
     path("v1/", include("memory.urls")),

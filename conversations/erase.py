@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from chats.models import Chat, Item, Turn
-from chats.turns import chat_history_forget
+from conversations.turns import chat_history_forget
 from memory.models import Change, EntryTag, Evidence
 from memorybot.models import Enrichment, ModelCall, ModelCallEntry
 from memorybot.purge import memory_purge, model_calls_blank

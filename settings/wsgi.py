@@ -1,4 +1,4 @@
-"""The WSGI application that every server serves: any WSGI server (`openbot.wsgi:application`)
+"""The WSGI application that every server serves: any WSGI server (`settings.wsgi:application`)
 and `manage.py runserver`, which loads it in its serving process — the autoreloader's child,
 or the only process with `--noreload`.
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from chats.export import person_export
+from conversations.export import person_export
 from openbot.command_output import lookup
 from openbot.models import Membership, Organization, Person
 
