@@ -32,8 +32,8 @@ from bench.timing import Timing, cost_of
 from memory.access import Reader, visible_entries, visible_in_order
 from memory.lock import pool_read
 from memory.models import Entry
+from memory.rows import ENTRY_FIELDS
 from memory.search import search
-from memory.selectors import ENTRY_FIELDS
 from memory.services import ImportedEntry, ItemEvidence, entries_import
 from openbot import ids, services
 from openbot.fields import readable_values

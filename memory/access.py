@@ -44,7 +44,7 @@ from django.db.models.expressions import RowRange
 
 from memory.compiled import shape_of
 from memory.models import SCOPE_MANY, Closure, Entry, EntryTag, Evidence, Exclusion
-from openbot.access import rights_guess, rights_of
+from memory.rights import rights_guess, rights_of
 from openbot.compiled import compiled
 from openbot.models import Bot, ChannelMember
 

@@ -23,11 +23,11 @@ from rest_framework.response import Response
 from memory.access import Reader
 from memory.forgetting import Forgotten, entries_forget_mine, entry_forget
 from memory.models import Pool
+from memory.rows import entry_row
 from memory.selectors import (
     change_log,
     entry_for_reader,
     entry_page_for_reader,
-    entry_row,
     pool_settings,
 )
 from memory.serializers import (

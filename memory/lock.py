@@ -42,7 +42,7 @@ def shared_in_statement(key: str) -> Value | RawSQL:
     whether it did; `key` is `pool_key` or a compiled query's stand-in for it.
 
     For a read of one statement. Its one snapshot is what keeps old rights from mixing with
-    new contents, as long as it reads the rights there too (`openbot.access.rights_seen`); the
+    new contents, as long as it reads the rights there too (`memory.rights.rights_seen`); the
     lock only makes it wait for a change under way, as `pool_read` does: if it could not take
     the lock, the read is done again under `pool_read`. The lock is taken after the snapshot,
     so a change that commits in between leaves the read the state before it, which is

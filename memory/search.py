@@ -8,13 +8,8 @@ from memory.access import Reader
 from memory.lock import pool_read
 from memory.models import Entry
 from memory.relevance import ranked
-from memory.selectors import (
-    DETAILS,
-    ENTRY_FIELDS,
-    pool_version,
-    with_details,
-    with_tags_and_sources,
-)
+from memory.rows import DETAILS, ENTRY_FIELDS, with_details, with_tags_and_sources
+from memory.selectors import pool_version
 from memory.terms import query_terms, query_words
 from openbot.errors import invalid
 from openbot.fields import readable_values

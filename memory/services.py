@@ -29,7 +29,8 @@ from memory.models import (
 )
 from memory.models import entry_id as new_entry_id
 from memory.notes import content_key
-from memory.selectors import CONTEXT_LINE_OVERHEAD, ENRICHMENT_CONTEXT_LIMIT
+from memory.rows import CONTEXT_LINE_OVERHEAD
+from memory.selectors import ENRICHMENT_CONTEXT_LIMIT
 from memory.topics import TOPIC_MAX_LENGTH, topic_of, topics_of
 from openbot import compiled
 from openbot.clock import now_ms

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from memory.access import Reader, audience_allowed, every_visible_entry, visible_entries
 from memory.forgetting import entry_forget, pool_purge
 from memory.models import Change, Entry
+from memory.rows import CONTEXT_LINE_OVERHEAD
 from memory.selectors import (
-    CONTEXT_LINE_OVERHEAD,
     context,
     entries_for_reader,
     entry_page_for_reader,

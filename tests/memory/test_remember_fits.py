@@ -9,7 +9,8 @@ from django.test import Client
 
 from memory.access import Reader
 from memory.models import Change, Entry
-from memory.selectors import CONTEXT_LINE_OVERHEAD, ENRICHMENT_CONTEXT_LIMIT, context
+from memory.rows import CONTEXT_LINE_OVERHEAD
+from memory.selectors import ENRICHMENT_CONTEXT_LIMIT, context
 from memory.services import REMEMBER_MAX_CONTENT, entry_remember
 from openbot.errors import ApplicationError
 from tests.conftest import World, error_fields
