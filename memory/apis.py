@@ -3,6 +3,7 @@ memory.services. The purge route [A4] lives in `memorybot.apis`: it also removes
 bot's copies [P4]."""
 
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from django.core import signing
@@ -147,28 +148,14 @@ def query_integer(request: Request, name: str, *, high: int, low: int = 0) -> in
 
 
 MAX_PAGE = 1000
+# A version fits 18 digits (PostgreSQL's bigint holds 19).
+MAX_VERSION = 10**18 - 1
 
 
 def cursor_salt(view: "MemoryViewSet", kind: str) -> str:
     """[A10] A cursor is signed for one reader and one bot: another's does not open."""
     caller = view.caller
     return f"memory.{kind}.cursor:{view.bot.id}:{caller.organization.id}:{caller.person.id}"
-
-
-def page(
-    output: type[serializers.Serializer],
-    listed: dict[str, Any],
-    view: "MemoryViewSet",
-    kind: str,
-    limit: int | None,
-    last: Any,
-) -> Response:
-    """[A10] A list's body; read with a `limit`, with `nextCursor` too (null at the end)."""
-    if limit is not None:
-        listed["nextCursor"] = (
-            None if last is None else signing.dumps(last, salt=cursor_salt(view, kind))
-        )
-    return Response(output(listed).data)
 
 
 def cursor_load(view: "MemoryViewSet", kind: str) -> Any:
@@ -235,6 +222,27 @@ class MemoryViewSet(ScopedViewSet):
 
         command = COMMAND
 
+    def _page(
+        self,
+        output: type[serializers.Serializer],
+        kind: str,
+        key: str,
+        read: Callable[[Reader, Any, int | None], tuple[list[Any], int, Any]],
+    ) -> Response:
+        """[A10] A page of a list: `read(reader, after, limit)` gives its items, the version and
+        the last place read; read with a `limit`, the body has `nextCursor` too (null at the
+        end), signed for this reader and bot."""
+        limit = query_integer(self.request, "limit", low=1, high=MAX_PAGE)
+        items, version, last = read(
+            reader_of(self.caller, self.bot), cursor_load(self, kind), limit
+        )
+        listed: dict[str, Any] = {key: items, "version": version}
+        if limit is not None:
+            listed["nextCursor"] = (
+                None if last is None else signing.dumps(last, salt=cursor_salt(self, kind))
+            )
+        return Response(output(listed).data)
+
     @extend_schema(
         parameters=[
             OpenApiParameter(
@@ -256,17 +264,18 @@ class MemoryViewSet(ScopedViewSet):
         tags = [tag for tag in tags if tag]
         if len(tags) > 32 or any(len(tag) > 200 for tag in tags):
             raise invalid("tags", "at most 32 tags of at most 200 characters")
-        limit = query_integer(request, "limit", low=1, high=MAX_PAGE)
-        after = cursor_load(self, "entries")
-        entries, version, last = entry_page_for_reader(
-            pool_id=self.bot.pool_bot_id,
-            reader=reader_of(self.caller, self.bot),
-            tags=tags,
-            after=None if after is None else (after[0], after[1], after[2]),
-            limit=limit,
+        return self._page(
+            MemoryListOutput,
+            "entries",
+            "entries",
+            lambda reader, after, limit: entry_page_for_reader(
+                pool_id=self.bot.pool_bot_id,
+                reader=reader,
+                tags=tags,
+                after=None if after is None else (after[0], after[1], after[2]),
+                limit=limit,
+            ),
         )
-        listed = {"entries": entries, "version": version}
-        return page(MemoryListOutput, listed, self, "entries", limit, last)
 
     @extend_schema(responses={200: EntryOutput, **errors(401, 404)})
     def retrieve(self, request: Request, bot_id: str, entry_id: str) -> Response:
@@ -373,20 +382,18 @@ class MemoryViewSet(ScopedViewSet):
     def log(self, request: Request, bot_id: str) -> Response:
         """[A3, A10] Changes of entries you may see now; a page covers `limit` changes of the
         log and leaves out those with no id for you, so it may hold fewer."""
-        raw = request.query_params.get("since", "0")
-        # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-            raise invalid("since", "must be a non-negative integer version")
-        limit = query_integer(request, "limit", low=1, high=MAX_PAGE)
-        after = cursor_load(self, "log")
-        changes, version, last = change_log(
-            pool_id=self.bot.pool_bot_id,
-            reader=reader_of(self.caller, self.bot),
-            since=int(raw) if after is None else int(after),
-            limit=limit,
+        since = query_integer(request, "since", high=MAX_VERSION) or 0
+        return self._page(
+            MemoryLogOutput,
+            "log",
+            "changes",
+            lambda reader, after, limit: change_log(
+                pool_id=self.bot.pool_bot_id,
+                reader=reader,
+                since=since if after is None else int(after),
+                limit=limit,
+            ),
         )
-        listed = {"changes": changes, "version": version}
-        return page(MemoryLogOutput, listed, self, "log", limit, last)
 
     @extend_schema(responses={200: MemoryBotOutput, **errors(401, 403, 404)})
     @action(
