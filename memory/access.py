@@ -42,9 +42,9 @@ from django.db.models import (
 )
 from django.db.models.expressions import RowRange
 
-from memory.compiled import shape_of
 from memory.models import SCOPE_MANY, Closure, Entry, EntryTag, Evidence, Exclusion
 from memory.rights import rights_guess, rights_of
+from memory.shapes import shape_of
 from openbot.compiled import compiled
 from openbot.models import Bot, ChannelMember
 

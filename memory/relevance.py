@@ -21,8 +21,8 @@ from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
 from memory.access import Reader, visible_among
-from memory.compiled import shape_of
 from memory.models import Entry, EntryTag, EntryTerm
+from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from openbot.compiled import compiled
 

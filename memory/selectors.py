@@ -21,7 +21,6 @@ from memory.access import (
     visible_ids,
     visible_in_order,
 )
-from memory.compiled import shape_of
 from memory.lock import pool_read
 from memory.models import Change, ChangeEntry, Entry, EntryTag, Pool
 from memory.relevance import relevant_in_order
@@ -33,6 +32,7 @@ from memory.rows import (
     with_details,
     with_tags_and_sources,
 )
+from memory.shapes import shape_of
 from memory.unlocked import (
     all_for_reader,
     context_outside_the_lock,

@@ -19,7 +19,6 @@ from django.db.models import BigIntegerField, Exists, QuerySet, Subquery, Value
 from django.db.models.functions import Cast
 
 from memory.access import Reader, admitted_within, every_visible_entry
-from memory.compiled import Shape, shape_of, tag_stand_ins
 from memory.lock import pool_key, shared_in_statement
 from memory.models import Entry, Pool
 from memory.rights import rights_in, rights_seen
@@ -31,6 +30,7 @@ from memory.rows import (
     opened_entries,
     with_details,
 )
+from memory.shapes import Shape, shape_of, tag_stand_ins
 from openbot.compiled import compiled, stand_in
 from openbot.fields import readable_rows, sealed_values
 from openbot.models import Bot

@@ -1,4 +1,4 @@
-"""[Q4] The access rule's hot reads, compiled once per process and reader shape
+"""[Q4] Reader shapes: the access rule's hot reads, compiled once per process and reader shape
 (`openbot.compiled`).
 
 The SQL of the access rule's query [V4] depends on the reader only through values (ids, tags)
