@@ -38,7 +38,6 @@ import os
 import re
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -490,12 +489,7 @@ def local_server() -> Iterator[str | None]:
                 raise RuntimeError("the local model server did not start")
             yield base_url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            local_model.server_stop(process)
 
 
 def main(argv: list[str] | None = None) -> int:

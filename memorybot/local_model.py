@@ -95,6 +95,16 @@ def server_start(
     )
 
 
+def server_stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server `server_start` started: SIGTERM, then SIGKILL if it lingers."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def answers(base_url: str) -> bool:
     """Whether an OpenAI-compatible server answers at `base_url` (ending in `/v1`)."""
     try:

@@ -8,7 +8,6 @@ the suite: there it is the thing under test, not an optional nicety.
 
 import os
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,12 +57,7 @@ def local_model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
             )
         yield base_url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        local_model.server_stop(process)
 
 
 @pytest.fixture
