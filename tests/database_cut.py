@@ -11,6 +11,10 @@ from django.db import connection
 
 from tests.fakes.openai_server import FakeOpenAI
 
+# How long the fake model takes to answer while the cut is made: room for the cut's thread to
+# run on a busy machine (with 0.5 s a CI run once cut after the answer, not during it).
+ANSWER_DELAY_S = 3.0
+
 
 def backend_pid() -> int:
     """The server process of this thread's connection, which the test client's requests use."""

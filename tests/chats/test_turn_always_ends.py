@@ -20,7 +20,7 @@ from memory.models import Entry, Pool
 from memorybot.confide import CALM_REPLY
 from memorybot.models import Confession, Enrichment, ModelCall
 from tests.conftest import Actor, World
-from tests.database_cut import cut_while_the_model_answers
+from tests.database_cut import ANSWER_DELAY_S, cut_while_the_model_answers
 from tests.factories import EntryFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
@@ -246,7 +246,7 @@ def test_a_turn_whose_connection_the_database_dropped_still_ends_and_says_so(
     memory_model_set(world.org, None)  # the bot's answer is the only request to the server
     bot_model_set(world.bot, FAKE_MODEL)
     chat_id = chat_open(world.alice, world.bot)
-    fake_openai.reply(content="A short trail is best.", delay=0.5)
+    fake_openai.reply(content="A short trail is best.", delay=ANSWER_DELAY_S)
 
     with cut_while_the_model_answers(fake_openai):
         turn = turn_ends(world.alice, chat_id, WORDS, reply=NO_ANSWER)

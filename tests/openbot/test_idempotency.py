@@ -27,7 +27,7 @@ from openbot import services
 from openbot.idempotency import HEADER, STALE_AFTER_DEADLINE_SECONDS
 from openbot.models import IdempotencyKey
 from tests.conftest import Actor, World, error_fields
-from tests.database_cut import cut_while_the_model_answers
+from tests.database_cut import ANSWER_DELAY_S, cut_while_the_model_answers
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memorybot.scenes import (
     FAKE_MODEL,
@@ -420,7 +420,7 @@ def test_a_turn_the_database_failed_is_not_taken_again_by_its_retry(
     memory_model_set(world.org, None)
     bot_model_set(world.bot, FAKE_MODEL)
     chat_id = chat_open(world.alice, world.bot)
-    fake_openai.reply(content="Say hello to Jana.", delay=0.5)
+    fake_openai.reply(content="Say hello to Jana.", delay=ANSWER_DELAY_S)
     client = world.alice.client()
     client.raise_request_exception = False
 
