@@ -1,7 +1,8 @@
 """`python -m bench`: build the [Q1] pools on PostgreSQL and print the memory-read figures
 (`--lock`: the [L2] lock holds and reader waits, bench.lock; `--turn`: [Q2], bench.turn;
 `--floor`: [Q4] the hot paths next to their floor, in-process and over HTTP, bench.floor;
-`--recall`: [R4] recall@k and search cost, bench.recall; `--learning`: [K1] what learning
+`--recall`: [R5] recall@k per kind and ranker, bench.recall_dialogs, and [R4] search cost
+by pool size, bench.recall; `--learning`: [K1] what learning
 keeps from written chats, per model, bench.learning).
 
 DATABASE_URL names the database (default: the `bench` database on the local PostgreSQL, which
@@ -127,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recall",
         action="store_true",
-        help="measure [R4] recall@k of search and its cost instead (bench.recall)",
+        help="measure [R5] recall@k per kind of question and ranker on written conversations,"
+        " and [R4] search cost by pool size, instead (bench.recall_dialogs, bench.recall;"
+        " --sizes '' for the conversations alone)",
     )
     parser.add_argument(
         "--learning",
@@ -161,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0)
     runs = args.runs or (30 if args.lock else 200)
-    sizes = args.sizes or ("1000,10000,100000" if args.recall else "10000,100000")
+    if args.sizes is not None:
+        sizes = args.sizes
+    else:
+        sizes = "1000,10000,100000" if args.recall else "10000,100000"
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(
         f"database: {connection.vendor} {connection.settings_dict['NAME']}; "
@@ -182,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             from bench import recall
 
             met = recall.run(
-                sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse
+                sizes=[int(size) for size in sizes.split(",") if size], runs=runs, reuse=args.reuse
             )
         else:
             met = run(sizes=[int(size) for size in sizes.split(",")], runs=runs, reuse=args.reuse)

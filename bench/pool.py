@@ -431,3 +431,17 @@ class _PoolPlan:
         while sum(len(word) + 1 for word in words) < target:
             words.append(self.rng.choice(WORDS))
         return " ".join(words)
+
+
+def statistics_forget() -> None:
+    """[R7] Leave the tables as a new install has them: no planner statistics, as if never
+    analyzed (PostgreSQL's `reltuples = -1`). Needs a superuser, as the bench's database has."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        ours = "SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace"
+        cursor.execute(f"DELETE FROM pg_statistic WHERE starelid IN ({ours})")  # noqa: S608
+        cursor.execute(
+            "UPDATE pg_class SET reltuples = -1, relpages = 0, relallvisible = 0"
+            " WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'i')"
+        )

@@ -25,9 +25,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from django.db import connection
-
 from bench import pool as bench_pool
+from bench import recall_dialogs
 from bench.timing import Timing, cost_of
 from memory.access import Reader, visible_entries, visible_in_order
 from memory.lock import pool_read
@@ -223,20 +222,6 @@ def _recall_at(ranks: list[int | None]) -> tuple[float, float, float]:
     )
 
 
-def statistics_forget() -> None:
-    """[R7] Leave the tables as a new install has them: no planner statistics, as if never
-    analyzed (PostgreSQL's `reltuples = -1`). Needs a superuser, as the bench's database has."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        ours = "SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace"
-        cursor.execute(f"DELETE FROM pg_statistic WHERE starelid IN ({ours})")  # noqa: S608
-        cursor.execute(
-            "UPDATE pg_class SET reltuples = -1, relpages = 0, relallvisible = 0"
-            " WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'i')"
-        )
-
-
 def _timed_search(
     built: RecallPool, reader: Reader, texts: list[str], runs: int
 ) -> tuple[Timing, Timing]:
@@ -257,7 +242,7 @@ def measure(built: RecallPool, world: bench_pool.World, *, runs: int) -> Row:
         bot=built.bot, person_id=world.chosen.id, organization_id=world.organization.id
     )
     texts = [question.text for question in built.questions]
-    statistics_forget()
+    bench_pool.statistics_forget()
     fresh, fresh_floor = _timed_search(built, reader, texts, runs)
     bench_pool.settle()
     timing, floor = _timed_search(built, reader, texts, runs)
@@ -337,6 +322,9 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
     if world is None:
         world = bench_pool.world_build()
         print(f"built the world ({bench_pool.PEOPLE} people, {bench_pool.CHANNELS} channels)")
+    dialogs = recall_dialogs.run(world, runs=runs)
+    print()
+    print(recall_dialogs.table(dialogs))
     rows = []
     for size in sizes:
         name = f"recall-{size}"
@@ -347,9 +335,10 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
             Bot.objects.filter(organization=world.organization, name=name).delete()
             bot = pool_build(world, size)
         rows.append(measure(questions_of(world, bot, size), world, runs=runs))
-    print()
-    print(table(rows))
-    return all(
+    if rows:
+        print()
+        print(table(rows))
+    return dialogs.met and all(
         row.timing.p50_ms <= 20.0
         and row.fresh.p50_ms <= 2 * row.timing.p50_ms
         and row.decryptions <= row.returned

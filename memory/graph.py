@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef
 
-from memory.models import Closure, Entry, EntrySource, EntryTag, EntryTerm, Evidence, Exclusion
+from memory.models import (
+    Closure,
+    Entry,
+    EntrySource,
+    EntryTag,
+    EntryTerm,
+    EntryVector,
+    Evidence,
+    Exclusion,
+)
 from openbot import compiled
 
 _ENTRY = Entry._meta.db_table
@@ -204,7 +213,7 @@ def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     """
     for batch in id_batches(entry_ids):
         # Models nothing refers to: `delete()` is one DELETE … WHERE entry_id IN (…).
-        for model in (EntrySource, Evidence, Exclusion, EntryTerm, EntryTag):
+        for model in (EntrySource, Evidence, Exclusion, EntryTerm, EntryTag, EntryVector):
             model.objects.filter(entry_id__in=batch).delete()
         # Entry is referred to (by the rows just deleted): the collector would load it, so the
         # statement is issued without it.

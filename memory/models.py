@@ -307,3 +307,18 @@ class EntryTerm(models.Model):
 
     def __str__(self) -> str:
         return f"term of {self.entry_id}"
+
+
+class EntryVector(models.Model):
+    """[R6] The meaning of an entry's content (memory.meaning), encrypted like content: a
+    vector can be inverted to approximate its text. Written by the worker after the entry
+    (memory.vectors), deleted with the entry's other rows by every purge."""
+
+    entry = models.OneToOneField(
+        Entry, on_delete=models.CASCADE, primary_key=True, related_name="+", db_constraint=False
+    )
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
+    vector = EncryptedTextField()
+
+    def __str__(self) -> str:
+        return f"vector of {self.entry_id}"

@@ -7,7 +7,7 @@ from typing import Any
 from memory.access import Reader
 from memory.lock import pool_read
 from memory.models import Entry
-from memory.relevance import ranked
+from memory.relevance import hybrid_ranked
 from memory.rows import DETAILS, ENTRY_FIELDS, with_details, with_tags_and_sources
 from memory.selectors import pool_version
 from memory.terms import query_terms, query_words
@@ -38,7 +38,7 @@ def search(bot: Bot, reader: Reader, query: str, limit: int) -> tuple[list[dict[
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
         reader = reader.as_of_now()
-        found = ranked(pool_id=pool_id, reader=reader, terms=terms, limit=limit)
+        found = hybrid_ranked(pool_id=pool_id, reader=reader, query=query, terms=terms, limit=limit)
         scores = {entry_id: score for entry_id, score, _ in found}
         # [X5] An entry no key opens is left out.
         rows = {

@@ -31,6 +31,7 @@ from memory.models import entry_id as new_entry_id
 from memory.notes import content_key
 from memory.rows import CONTEXT_LINE_OVERHEAD
 from memory.selectors import ENRICHMENT_CONTEXT_LIMIT
+from memory.tasks import vectors_request
 from memory.topics import TOPIC_MAX_LENGTH, topic_of, topics_of
 from openbot import compiled
 from openbot.clock import now_ms
@@ -389,6 +390,7 @@ def _entries_insert(change: PoolChange, batch: list[ImportedEntry]) -> list[Entr
         ]
     )
     entries_index(bot_id=change.pool_id, entries=[(item.id, item.content) for item in batch])
+    vectors_request(change.pool_id)
     EntryTag.objects.bulk_create(
         [
             EntryTag(entry_id=item.id, bot_id=change.pool_id, tag=tag, kind=tag_kind(tag))

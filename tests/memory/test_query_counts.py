@@ -40,9 +40,10 @@ FORGET = 12 + LOGGED + LOCK
 CONTEXT = 2
 # BEGIN, lock, rights, the read, COMMIT.
 HAS_ENTRIES = 4 + LOCK
-# [R1] BEGIN, lock, rights, one statement that finds and ranks [R7], the found entries with
-# their tags and sources, the pool's version, COMMIT.
-SEARCH = 6 + LOCK
+# [R1] BEGIN, lock, rights, one statement that finds and ranks by terms [R7], the vectors of
+# the entries the reader sees [R6], the found entries with their tags and sources, the pool's
+# version, COMMIT.
+SEARCH = 7 + LOCK
 
 
 @pytest.fixture

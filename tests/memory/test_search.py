@@ -16,7 +16,9 @@ from pytest_django.fixtures import Settings
 
 from memory.access import Reader
 from memory.forgetting import pool_purge
+from memory.lock import pool_read
 from memory.models import EntryTerm
+from memory.relevance import BM25_CAP, LEXICAL_WEIGHT, ranked
 from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
@@ -68,9 +70,20 @@ def test_bm25_orders_a_hand_made_pool(world: World) -> None:
     )
     assert [entry["id"] for entry in found] == sorted(expected, key=lambda i: -expected[i])
     assert [entry["id"] for entry in found][:2] == [ids["often"], ids["once"]]
-    for entry in found:
-        assert entry["score"] == pytest.approx(expected[entry["id"]], abs=1e-5)
     assert found[0]["content"] == contents["often"]
+    # BM25 itself (memory.relevance.ranked); search fuses it with meaning [R6], and these
+    # entries have no vector yet: their score is BM25's part alone.
+    with pool_read(world.bot.id):
+        bm25 = ranked(
+            pool_id=world.bot.id, reader=reader(world, world.alice), terms=query_terms("green teas")
+        )
+    assert [entry_id for entry_id, _, _ in bm25] == [entry["id"] for entry in found]
+    for entry_id, score, _ in bm25:
+        assert score == pytest.approx(expected[entry_id], abs=1e-5)
+    assert [entry["score"] for entry in found] == [
+        pytest.approx(LEXICAL_WEIGHT * min(score, BM25_CAP) / BM25_CAP, abs=1e-6)
+        for _, score, _ in bm25
+    ]
 
 
 def test_equal_scores_keep_memory_order(world: World) -> None:

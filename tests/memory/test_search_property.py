@@ -3,7 +3,8 @@
 The random pools of the access property test (built through the real services, with the test's
 own reference model of [V4]); for every reader, a random query made of the pool's own words.
 What `search` returns must be active entries the reference lets the reader see, a subset of
-`visible_entries`, and exactly those of them that hold a query term.
+`visible_entries`: every one of them that holds a query term, and — in the examples whose
+entries have vectors [R6] — those close to the query in meaning, nothing else.
 
 Examples: `OPENBOT_SEARCH_EXAMPLES` (default 500 on PostgreSQL, 100 on SQLite).
 """
@@ -17,9 +18,12 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from memory.access import visible_entries
+from memory.meaning import meaning
 from memory.models import Entry
+from memory.relevance import MIN_SIMILARITY
 from memory.search import search
 from memory.terms import query_terms, text_terms
+from memory.vectors import vectors_fill
 from tests.memory.test_access_property import Tenancy, make_tenancy, random_pool, random_pools
 
 EXAMPLES_ENV = "OPENBOT_SEARCH_EXAMPLES"
@@ -42,6 +46,11 @@ def example_count() -> int:
 def test_search_returns_only_what_the_reader_may_see(tenancy: Tenancy, data: st.DataObject) -> None:
     with transaction.atomic():
         model = random_pool(tenancy, data)
+        # [R6] In one example of four the entries have their vectors: search fuses meaning
+        # with terms (the hybrid ranker); else it finds by terms alone.
+        by_meaning = data.draw(st.integers(0, 3)) == 0
+        if by_meaning:
+            vectors_fill(tenancy.bot.id)
         contents = dict(Entry.objects.filter(bot=tenancy.bot).values_list("id", "content"))
         every_word = sorted({word for content in contents.values() for word in content.split()})
         hits = 0
@@ -67,7 +76,14 @@ def test_search_returns_only_what_the_reader_may_see(tenancy: Tenancy, data: st.
             matching = {
                 entry_id for entry_id in visible if terms & set(text_terms(contents[entry_id]))
             }
-            assert found == matching, f"{ref_reader} {query!r}: missed {matching - found}"
+            assert matching <= found, f"{ref_reader} {query!r}: missed {matching - found}"
+            if by_meaning:
+                # The others are close in meaning (int8 vectors: within a rounding error).
+                asked = meaning(query)
+                for entry_id in found - matching:
+                    assert meaning(contents[entry_id]) @ asked >= MIN_SIMILARITY - 0.01
+            else:
+                assert found == matching
             hits += len(found)
         event(f"search hits over all readers: {min(hits, 6)}{'+' if hits >= 6 else ''}")
         transaction.set_rollback(True)

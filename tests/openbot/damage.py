@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management import call_command
 from django.db import connection, models
 
+from memory.vectors import vectors_fill
 from openbot.fields import EncryptedTextField
 from tests.conftest import World
 from tests.factories import EntryFactory
@@ -63,8 +64,9 @@ def truncate(model: type[models.Model], pk: Any, field_name: str) -> str:
 
 
 def chat_filling_every_encrypted_column(world: World) -> str:
-    """Two turns of alice with the offline bot and memory bot: entries and their change log,
-    items, confessions, enrichments (with originals) and model calls all hold stored values.
+    """Two turns of alice with the offline bot and memory bot: entries with their vectors and
+    change log, items, confessions, enrichments (with originals) and model calls all hold
+    stored values.
     Returns the chat's id."""
     memory_model_set(world.org, OFFLINE_MODEL)
     bot_model_set(world.bot, OFFLINE_MODEL)
@@ -77,6 +79,7 @@ def chat_filling_every_encrypted_column(world: World) -> str:
     chat_id = chat_open(world.alice, world.bot)
     take_turn(world.alice, chat_id, "I need the Basel train tomorrow.")
     take_turn(world.alice, chat_id, "Which track for the Basel train?")
+    vectors_fill(world.bot.id)  # what the worker does after the entries are written [R6]
     return chat_id
 
 

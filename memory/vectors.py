@@ -1,0 +1,75 @@
+"""[R6] Writing the meaning of entries: the worker computes each new entry's vector
+(memory.meaning) after the entry is stored, and stores it encrypted.
+
+An entry is found by its terms as soon as it is stored, and by its meaning once its vector
+exists: a vector takes the model tens of milliseconds, so Remember does not wait for it.
+`vectors_request` sends the pool's id once the writing transaction commits (the message names
+the pool, never content [X2]); `vectors_fill` writes every missing vector of a pool, so a lost
+message is made good by the pool's next write or by `manage.py reindex`. The actor and
+`vectors_request` are in memory.tasks.
+"""
+
+from django.db.models import Exists, OuterRef
+
+from memory.lock import pool_read, pool_write
+from memory.meaning import meaning, vector_seal
+from memory.models import Entry, EntryVector
+from openbot.fields import (
+    EncryptionKeyError,
+    decrypt,
+    encrypted_fields,
+    readable_values,
+    stored_batches,
+)
+
+BATCH = 32
+
+
+def vectors_fill(pool_id: str) -> int:
+    """Write the vector of every entry of the pool that has none; how many were written.
+
+    Contents are read and vectors computed outside the pool's lock; the vectors are written
+    under it, for the entries that still exist then, so a purge in between leaves no vector of
+    what it removed. An entry no key opens [X5] is passed over."""
+    written = 0
+    last = ""
+    while True:
+        with pool_read(pool_id):
+            batch = list(
+                Entry.objects.filter(bot_id=pool_id, id__gt=last)
+                .exclude(Exists(EntryVector.objects.filter(entry_id=OuterRef("id"))))
+                .order_by("id")
+                .values_list("id", flat=True)[:BATCH]
+            )
+            rows = readable_values(Entry.objects.filter(id__in=batch), "id", "content")
+        if not batch:
+            return written
+        last = batch[-1]
+        sealed = {row["id"]: vector_seal(meaning(row["content"])) for row in rows}
+        with pool_write(pool_id):
+            kept = Entry.objects.filter(id__in=sealed).values_list("id", flat=True)
+            written += len(
+                EntryVector.objects.bulk_create(
+                    [
+                        EntryVector(entry_id=entry_id, bot_id=pool_id, vector=sealed[entry_id])
+                        for entry_id in kept
+                    ],
+                    ignore_conflicts=True,
+                )
+            )
+
+
+def vectors_rebuild() -> int:
+    """[R6] For `manage.py reindex`: drop every vector no configured key opens (written under
+    a key since dropped), then write every missing vector of every pool; how many were
+    written."""
+    for batch in stored_batches(EntryVector, encrypted_fields(EntryVector), batch_size=1000):
+        lost = []
+        for entry_id, sealed in batch:
+            try:
+                decrypt(sealed)
+            except EncryptionKeyError:
+                lost.append(entry_id)
+        EntryVector.objects.filter(entry_id__in=lost).delete()
+    pools = Entry.objects.order_by().values_list("bot_id", flat=True).distinct()
+    return sum(vectors_fill(pool_id) for pool_id in pools)
