@@ -38,12 +38,15 @@ class _MiniLM:
         # Each layer's query, key and value projections as one matrix: one product, not three.
         for layer in range(LAYERS):
             attention = f"encoder.layer.{layer}.attention.self."
-            self.weights[attention + "qkv.weight"] = np.concatenate(
-                [self.weights[attention + part + ".weight"] for part in ("query", "key", "value")]
-            ).T.copy()
-            self.weights[attention + "qkv.bias"] = np.concatenate(
-                [self.weights[attention + part + ".bias"] for part in ("query", "key", "value")]
-            )
+            for kind in ("weight", "bias"):
+                parts = [
+                    self.weights.pop(f"{attention}{part}.{kind}")
+                    for part in ("query", "key", "value")
+                ]
+                joined = np.concatenate(parts)
+                self.weights[f"{attention}qkv.{kind}"] = (
+                    joined.T.copy() if kind == "weight" else joined
+                )
         for name in [name for name in self.weights if name.endswith("dense.weight")]:
             self.weights[name] = self.weights[name].T.copy()
 
