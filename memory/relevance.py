@@ -4,7 +4,8 @@ The candidates are the entries the one access rule (`memory.access.visible_among
 reader see for active use and that hold a query term, a subquery of the scoring statement:
 found from the reader's admitting tag rows and the query's term rows, both read from their
 indexes once. The cost grows with the matching entries the reader is admitted to, not with
-the pool, whether or not the tables have planner statistics [R7]. Nothing is decrypted here.
+the pool, whether or not the tables have planner statistics [R7]. No content is decrypted
+here; for meaning [R6], the vectors of the entries the reader may see are (`hybrid_ranked`).
 
 Scoring is Lucene's BM25 (`BM25Similarity`, k1 = 1.2, b = 0.75):
 `idf · tf / (tf + k1 · (1 − b + b · dl / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`
@@ -14,7 +15,6 @@ df and avgdl over the matching entries they may see — so a score says nothing 
 hidden from the reader. Equal scores (rounded to 6 places) keep memory order [E6].
 """
 
-import logging
 from typing import Any
 
 from django.db import connection
@@ -27,17 +27,13 @@ from memory.models import Entry, EntryTag, EntryTerm, EntryVector
 from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from openbot.compiled import compiled
-from openbot.fields import EncryptionKeyError, decrypt, stored
-
-logger = logging.getLogger(__name__)
+from openbot.fields import readable_values
 
 K1 = 1.2
 B = 0.75
-# [R6] Fusing BM25 with meaning (`hybrid_ranked`), chosen on the R5 conversations (bench
-# .recall_dialogs; a plateau from cap 8 to 16 and weight 0.25 to 0.4, R@5 0.79-0.80). An
-# entry is close in meaning from a cosine of MIN_SIMILARITY: there a paraphrased question's
-# answer scores 0.48 or more in 95 cases of 100, an unrelated question's best entry 0.27 or
-# less. BM25's first CANDIDATES (at least) are fused.
+# [R6] Fusing BM25 with meaning (`hybrid_ranked`), and the cosine from which an entry is
+# close in meaning: chosen on the R5 conversations (docs/benchmarks.md, "R5 Recall on
+# conversations"). BM25's first CANDIDATES (at least) are fused.
 LEXICAL_WEIGHT = 0.35
 BM25_CAP = 12.0
 MIN_SIMILARITY = 0.35
@@ -141,21 +137,15 @@ def _similarities(*, pool_id: str, reader: Reader, query: str) -> dict[str, tupl
     has a vector. Only those vectors are read and decrypted [Q1]; one no key opens is passed
     over [X5]."""
     seen = visible_entries(pool_id=pool_id, reader=reader, active_only=True).values("id")
-    rows = EntryVector.objects.filter(entry_id__in=seen).values_list(
-        "entry_id", "entry__content_length", stored("vector")
+    rows = readable_values(
+        EntryVector.objects.filter(entry_id__in=seen), "entry", "entry__content_length", "vector"
     )
-    opened = []
-    for entry_id, length, sealed in rows:
-        try:
-            opened.append((entry_id, length, decrypt(sealed)))
-        except EncryptionKeyError:
-            logger.warning("left out a vector no key opens: entry=%s", entry_id)
-    if not opened:
+    if not rows:
         return {}
-    cosines = vectors_open([text for _, _, text in opened]) @ meaning(query)
+    cosines = vectors_open([row["vector"] for row in rows]) @ meaning(query)
     return {
-        entry_id: (round(float(cosine), 6), length)
-        for (entry_id, length, _), cosine in zip(opened, cosines, strict=True)
+        row["entry"]: (round(float(cosine), 6), row["entry__content_length"])
+        for row, cosine in zip(rows, cosines, strict=True)
     }
 
 
