@@ -127,7 +127,10 @@ class EntryTag(models.Model):
     entry = models.ForeignKey(
         Entry, on_delete=models.CASCADE, related_name="tag_rows", db_constraint=False
     )
-    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    # Indexed by `tag_by_pool`. An index on the pool alone would be redundant, and SQLite,
+    # without statistics, took it for an entry's admitting tag: every tag row of the pool read
+    # for every entry listed [R7].
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
     tag = models.CharField(max_length=200)
     kind = models.CharField(max_length=10)
 
