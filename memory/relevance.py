@@ -27,7 +27,7 @@ from memory.models import Entry, EntryTag, EntryTerm, EntryVector
 from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from openbot.compiled import compiled
-from openbot.fields import readable_values
+from openbot.fields import readable_rows, sealed_values
 
 K1 = 1.2
 B = 0.75
@@ -134,12 +134,17 @@ def ranked(
 
 def _similarities(*, pool_id: str, reader: Reader, query: str) -> dict[str, tuple[float, int]]:
     """[R6] Cosine to `query` and content length of every active entry `reader` may see that
-    has a vector. Only those vectors are read and decrypted [Q1]; one no key opens is passed
-    over [X5]."""
-    seen = visible_entries(pool_id=pool_id, reader=reader, active_only=True).values("id")
-    rows = readable_values(
-        EntryVector.objects.filter(entry_id__in=seen), "entry", "entry__content_length", "vector"
-    )
+    has a vector, in one statement compiled once per reader shape [Q4]. Only those vectors
+    are read and decrypted [Q1]; one no key opens is passed over [X5]."""
+    shape = shape_of(pool_id=pool_id, reader=reader)
+
+    def build() -> QuerySet[Any, Any]:
+        seen = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
+        vectors = EntryVector.objects.filter(entry_id__in=seen.values("id"))
+        return sealed_values(vectors, "entry", "entry__content_length", "vector")
+
+    statement = compiled(("vectors", shape.key), build)
+    rows = readable_rows(EntryVector, statement.rows(shape.values))
     if not rows:
         return {}
     cosines = vectors_open([row["vector"] for row in rows]) @ meaning(query)
