@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +43,9 @@ from memory.services import (
     entry_set_status_in,
     pool_change,
 )
+from memory.shapes import shape_of
 from openbot import services
+from openbot.compiled import compiled
 from openbot.errors import Conflict
 from openbot.models import Bot, Channel, ChannelMember, Grant, Organization, Person
 
@@ -612,6 +615,26 @@ OPERATIONS = [
 ]
 
 
+def shaped_rows(
+    way: Callable[..., QuerySet[Entry]],
+    pool_id: str,
+    reader: Reader,
+    active_only: bool,
+    columns: tuple[str, ...],
+) -> list[dict[str, Any]]:
+    """`way(...).values(*columns)` as the hot reads run it [Q4]: the same queryset, built and
+    compiled once per reader shape (`memory.shapes`), run with this reader's values. Building
+    it again for every reader of every example was most of the test's time."""
+    shape = shape_of(pool_id=pool_id, reader=reader)
+
+    def build() -> QuerySet[Any, Any]:
+        return way(pool_id=shape.pool_id, reader=shape.reader, active_only=active_only).values(
+            *columns
+        )
+
+    return compiled((way.__name__, active_only, columns, shape.key), build).rows(shape.values)
+
+
 def check_every_reader(world: Tenancy, model: PoolModel) -> None:
     check_every_listing(world, model)
     shown: set[str] = set()
@@ -619,11 +642,12 @@ def check_every_reader(world: Tenancy, model: PoolModel) -> None:
     ways = (visible_entries, every_visible_entry)
     for ref_reader, reader in world.readers():
         for active_only, way in itertools.product((False, True), ways):
-            rows = list(
-                way(pool_id=world.bot.id, reader=reader, active_only=active_only).values_list(
-                    "rank", "updated_at", "id"
+            rows = [
+                (row["rank"], row["updated_at"], row["id"])
+                for row in shaped_rows(
+                    way, world.bot.id, reader, active_only, ("rank", "updated_at", "id")
                 )
-            )
+            ]
             expected = model.visible(ref_reader, active_only=active_only)
             actual = {entry_id for _, _, entry_id in rows}
             assert actual == expected, (
@@ -636,11 +660,12 @@ def check_every_reader(world: Tenancy, model: PoolModel) -> None:
             shown |= actual
         # [S1] Their context without a query: every active entry they see, in memory order,
         # and with half the room those take, the ones before the first that does not fit.
-        in_order = list(
-            every_visible_entry(pool_id=world.bot.id, reader=reader, active_only=True).values_list(
-                "id", "content_length"
+        in_order = [
+            (row["id"], row["content_length"])
+            for row in shaped_rows(
+                every_visible_entry, world.bot.id, reader, True, ("id", "content_length")
             )
-        )
+        ]
         bot = world.bot_of(reader.organization_id)
         used = context(bot, reader, CONTEXT_ROOM).entry_ids
         assert used == [entry_id for entry_id, _ in in_order], f"{ref_reader} context"
