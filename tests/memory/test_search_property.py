@@ -3,8 +3,8 @@
 The random pools of the access property test (built through the real services, with the test's
 own reference model of [V4]); for every reader, a random query made of the pool's own words.
 What `search` returns must be active entries the reference lets the reader see: every one of
-them that holds a query term, and — in the examples whose
-entries have vectors [R6] — those close to the query in meaning, nothing else.
+them that holds a query term, and — in the examples whose entries have vectors [R6] — those
+close to the query in meaning, nothing else.
 
 Examples: `OPENBOT_SEARCH_EXAMPLES` (default 500 on PostgreSQL, 100 on SQLite).
 """
