@@ -8,7 +8,8 @@ from django.contrib import admin
 from django.utils.safestring import SafeString
 
 from chats.models import Chat, Event, Item, Turn
-from openbot.admin import ReadOnlyAdmin, id_filter, linked, links, list_url
+from openbot.admin import ReadOnlyAdmin, id_filter, linked, related_links, related_list
+from openbot.models import Bot, Organization
 
 
 @admin.register(Chat)
@@ -39,16 +40,7 @@ class ChatAdmin(ReadOnlyAdmin):
 
     @admin.display(description="related")
     def related(self, row: Chat) -> SafeString:
-        return links(
-            ("turns", list_url("chats.turn", chat=row.id)),
-            ("items", list_url("chats.item", chat=row.id)),
-            ("learning runs", list_url("memorybot.learningrun", chat=row.id)),
-            ("model calls", list_url("memorybot.modelcall", chat=row.id)),
-            ("confessions", list_url("memorybot.confession", chat=row.id)),
-            ("enrichments", list_url("memorybot.enrichment", chat=row.id)),
-            ("events", list_url("chats.event", chat=row.id)),
-            ("memory entries from it", list_url("memory.entry", chat=row.id)),
-        )
+        return related_links(row)
 
 
 @admin.register(Item)
@@ -84,12 +76,7 @@ class TurnAdmin(ReadOnlyAdmin):
 
     @admin.display(description="related")
     def related(self, row: Turn) -> SafeString:
-        return links(
-            ("items", list_url("chats.item", turn=row.pk)),
-            ("learning run", list_url("memorybot.learningrun", turn=row.pk)),
-            ("confessions", list_url("memorybot.confession", turn=row.pk)),
-            ("enrichments", list_url("memorybot.enrichment", turn=row.pk)),
-        )
+        return related_links(row)
 
 
 @admin.register(Event)
@@ -99,3 +86,11 @@ class EventAdmin(ReadOnlyAdmin):
     search_fields = ("=chat__id", "turn__id__exact")
     search_help_text = "A chat id, or a turn's number."
     fields = ("kind", "chat_link", "turn_link", "at")
+
+
+related_list(Organization, "chats", "chats.chat", "organization")
+related_list(Bot, "chats", "chats.chat", "bot")
+related_list(Chat, "turns", "chats.turn", "chat")
+related_list(Chat, "items", "chats.item", "chat")
+related_list(Chat, "events", "chats.event", "chat")
+related_list(Turn, "items", "chats.item", "turn")

@@ -40,9 +40,10 @@ from openbot.admin import (
     links,
     list_url,
     ms_column,
+    related_list,
 )
 from openbot.errors import ApplicationError
-from openbot.models import Bot, Person
+from openbot.models import Bot, Organization, Person
 
 
 def _tagged(*tags: str) -> Q:
@@ -374,3 +375,9 @@ class ChangeEntryAdmin(ReadOnlyAdmin):
     search_help_text = "An entry id, or a change's number."
     fields = ("change_link", "entry_link")
     change_link = staticmethod(linked("memory.change", "change_id", "change"))
+
+
+related_list(Organization, "memory entries", "memory.entry", "organization")
+related_list(Bot, "memory entries", "memory.entry", "bot")
+related_list(Bot, "memory settings", "memory.pool", "q", lambda bot: bot.pool_bot_id)
+related_list(Bot, "change log", "memory.change", "bot")

@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
+from chats.models import Chat, Turn
 from memorybot.models import (
     Confession,
     Enrichment,
@@ -23,7 +24,8 @@ from memorybot.models import (
     ModelCall,
     ModelCallEntry,
 )
-from openbot.admin import ReadOnlyAdmin, change_link, id_filter, links, list_url
+from openbot.admin import ReadOnlyAdmin, change_link, id_filter, links, list_url, related_list
+from openbot.models import Bot, Organization
 
 # A learning step's calls carry `learning:<run id>:<step>` [W3].
 LEARNING_STEP = re.compile(r"learning:([0-9]+):")
@@ -198,3 +200,16 @@ class LearningRunAdmin(ReadOnlyAdmin):
     @admin.display(description="related")
     def related(self, row: LearningRun) -> SafeString:
         return links(("model calls", list_url("memorybot.modelcall", run=row.pk)))
+
+
+for owner in (Organization, Bot):
+    related_list(owner, "model calls", "memorybot.modelcall", owner.__name__.lower())
+    related_list(owner, "learning runs", "memorybot.learningrun", owner.__name__.lower())
+related_list(Chat, "learning runs", "memorybot.learningrun", "chat")
+related_list(Chat, "model calls", "memorybot.modelcall", "chat")
+related_list(Chat, "confessions", "memorybot.confession", "chat")
+related_list(Chat, "enrichments", "memorybot.enrichment", "chat")
+related_list(Chat, "memory entries from it", "memory.entry", "chat")
+related_list(Turn, "learning run", "memorybot.learningrun", "turn")
+related_list(Turn, "confessions", "memorybot.confession", "turn")
+related_list(Turn, "enrichments", "memorybot.enrichment", "turn")

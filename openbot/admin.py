@@ -75,6 +75,33 @@ def links(*pairs: tuple[str, str]) -> SafeString:
     return format_html_join(" · ", '<a href="{}">{}</a>', ((url, text) for text, url in pairs))
 
 
+# The lists of other apps' rows a row's page links to ("related"), by the row's model: each
+# app's admin adds its own (`related_list`), so no floor names the apps above it.
+_related: dict[type[Any], list[tuple[str, str, str, Callable[[Any], Any]]]] = {}
+
+
+def related_list(
+    owner: type[Any],
+    text: str,
+    label: str,
+    field: str,
+    value: Callable[[Any], Any] = lambda row: row.pk,
+) -> None:
+    """Link the page of an `owner` row to the list of `label` ("app.model") narrowed by
+    `field` = `value(row)` (by default the row's primary key)."""
+    _related.setdefault(owner, []).append((text, label, field, value))
+
+
+def related_links(row: Any) -> SafeString:
+    """The links `related_list` registered for `row`'s model, in the order they were."""
+    return links(
+        *(
+            (text, list_url(label, **{field: value(row)}))
+            for text, label, field, value in _related.get(type(row), [])
+        )
+    )
+
+
 class IdFilter(admin.SimpleListFilter):
     """A sidebar box that narrows the list to rows linked to one id (a person, a chat …).
 
@@ -224,15 +251,7 @@ class OrganizationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="related")
     def related(self, row: Organization) -> SafeString:
-        return links(
-            ("people", list_url("openbot.person", organization=row.id)),
-            ("bots", list_url("openbot.bot", organization=row.id)),
-            ("channels", list_url("openbot.channel", organization=row.id)),
-            ("chats", list_url("chats.chat", organization=row.id)),
-            ("memory entries", list_url("memory.entry", organization=row.id)),
-            ("model calls", list_url("memorybot.modelcall", organization=row.id)),
-            ("learning runs", list_url("memorybot.learningrun", organization=row.id)),
-        )
+        return related_links(row)
 
 
 @admin.register(Person)
@@ -292,16 +311,7 @@ class BotAdmin(ReadOnlyAdmin):
 
     @admin.display(description="related")
     def related(self, row: Bot) -> SafeString:
-        return links(
-            ("memory entries", list_url("memory.entry", bot=row.id)),
-            ("memory settings", list_url("memory.pool", q=row.pool_bot_id)),
-            ("change log", list_url("memory.change", bot=row.id)),
-            ("grants", list_url("openbot.grant", bot=row.id)),
-            ("linked bots", list_url("openbot.bot", q=row.id)),
-            ("chats", list_url("chats.chat", bot=row.id)),
-            ("model calls", list_url("memorybot.modelcall", bot=row.id)),
-            ("learning runs", list_url("memorybot.learningrun", bot=row.id)),
-        )
+        return related_links(row)
 
 
 @admin.register(Grant)
@@ -362,3 +372,10 @@ class StaffUserAdmin(ReadOnlyAdmin):
 class StaffGroupAdmin(ReadOnlyAdmin):
     list_display = ("id", "name")
     search_fields = ("name",)
+
+
+related_list(Organization, "people", "openbot.person", "organization")
+related_list(Organization, "bots", "openbot.bot", "organization")
+related_list(Organization, "channels", "openbot.channel", "organization")
+related_list(Bot, "grants", "openbot.grant", "bot")
+related_list(Bot, "linked bots", "openbot.bot", "q")
