@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 from dramatiq.brokers.stub import StubBroker
 
+from chats import services as chat_services
 from chats.models import Chat, Item, Turn
 from conversations.turns import turn_run
 from memory.models import Entry, EntryTag
@@ -28,7 +30,9 @@ from memorybot.learning_step import LEARN_PROMPT
 from memorybot.models import LearningRun
 from openbot import services
 from tests.conftest import Actor, World
+from tests.factories import ChatFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI, FakeReply, ReceivedRequest
+from tests.memory.builders import fact, set_status
 from tests.memorybot.conftest import PRICE
 
 MEMORY_MODEL = "openai:gpt-test"
@@ -47,6 +51,54 @@ def memory_bot_on(world: World, model: str | None = MEMORY_MODEL) -> None:
 def confided_turn(chat: Chat, actor: Actor, text: str) -> Turn:
     """One turn through the turn runner; the bot's offline model confides once [F1, F4]."""
     return turn_run(chat=chat, person=actor.person, text=text).turn
+
+
+@dataclass
+class Scene:
+    """alice's private chat: an OpenBot notice, a calendar tool result, then a confided turn
+    (her words and the bot's answer). In the pool: alice's own fact, bob's private fact and an
+    invalidated fact of alice's."""
+
+    chat: Chat
+    turn: Turn
+    notice: Item
+    tool_result: Item
+    said: Item
+    answered: Item
+    mine: Entry
+    bobs: Entry
+    old: Entry
+
+
+def private_fact(world: World, actor: Actor, content: str) -> Entry:
+    chat = ChatFactory.create(owner=actor, bot=world.bot)
+    return fact([ItemFactory.create(chat=chat, person=actor.person)], content=content)
+
+
+def learning_scene(world: World, said: str) -> Scene:
+    """The scene above, alice saying `said`; the memory bot on the fake server."""
+    memory_bot_on(world)
+    mine = private_fact(world, world.alice, "alice likes tea")
+    bobs = private_fact(world, world.bob, "bob's secret")
+    old = private_fact(world, world.alice, "an old fact")
+    set_status(old, Entry.Status.INVALIDATED)
+    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
+    notice = chat_services.notice_append(chat=chat, text="The calendar app was connected.")
+    tool_result = chat_services.tool_result_append(
+        chat=chat, app="calendar", tool="lookup", text="Dentist on Friday at 9."
+    )
+    turn = confided_turn(chat, world.alice, said)
+    return Scene(
+        chat=chat,
+        turn=turn,
+        notice=notice,
+        tool_result=tool_result,
+        said=person_item(turn),
+        answered=bot_item(turn),
+        mine=mine,
+        bobs=bobs,
+        old=old,
+    )
 
 
 def person_item(turn: Turn) -> Item:

@@ -10,7 +10,6 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
@@ -19,11 +18,9 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chats import services as chat_services
-from chats.models import Chat, Item, Turn
 from memory import services as memory
 from memory.learned import learned_changes_apply_in
-from memory.models import Change, Entry
+from memory.models import Change
 from memory.services import MAX_CONTENT, is_topic
 from memorybot.duty import reader_of_chat
 from memorybot.enrichment import _parse, rewrite_schema
@@ -35,15 +32,14 @@ from memorybot.providers.statements import learned_changes
 from tests.conftest import World
 from tests.factories import ChatFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI, ReceivedRequest
-from tests.memory.builders import fact, set_status
 from tests.memorybot.learning_world import (
-    bot_item,
+    Scene,
     confided_turn,
     fact_change,
     learned,
     learning_answer,
     learning_requests,
-    memory_bot_on,
+    learning_scene,
     observation_change,
     person_item,
     run_of,
@@ -135,52 +131,9 @@ def rejects(schema: Mapping[str, Any], answer: Any) -> bool:
     return not jsonschema.Draft202012Validator(schema).is_valid(answer)
 
 
-@dataclass
-class Scene:
-    """alice's private chat: an OpenBot notice, a tool result, then a confided turn. In the
-    pool: alice's own fact, bob's private fact, alice's invalidated fact."""
-
-    chat: Chat
-    turn: Turn
-    notice: Item
-    tool_result: Item
-    said: Item
-    answered: Item
-    mine: Entry
-    bobs: Entry
-    old: Entry
-
-
-def private_fact(world: World, actor: str, content: str) -> Entry:
-    person = world.actor(actor)
-    chat = ChatFactory.create(owner=person, bot=world.bot)
-    return fact([ItemFactory.create(chat=chat, person=person.person)], content=content)
-
-
 @pytest.fixture
 def scene(world: World, fake_openai: FakeOpenAI) -> Scene:
-    memory_bot_on(world)
-    mine = private_fact(world, "alice", "alice likes tea")
-    bobs = private_fact(world, "bob", "bob's secret")
-    old = private_fact(world, "alice", "an old fact")
-    set_status(old, Entry.Status.INVALIDATED)
-    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
-    notice = chat_services.notice_append(chat=chat, text="The calendar app was connected.")
-    tool_result = chat_services.tool_result_append(
-        chat=chat, app="calendar", tool="lookup", text="Dentist on Friday at 9."
-    )
-    turn = confided_turn(chat, world.alice, "I moved to Berlin. Please move my dentist visit.")
-    return Scene(
-        chat=chat,
-        turn=turn,
-        notice=notice,
-        tool_result=tool_result,
-        said=person_item(turn),
-        answered=bot_item(turn),
-        mine=mine,
-        bobs=bobs,
-        old=old,
-    )
+    return learning_scene(world, "I moved to Berlin. Please move my dentist visit.")
 
 
 def learned_once(fake: FakeOpenAI, scene: Scene, changes: list[Any]) -> ReceivedRequest:

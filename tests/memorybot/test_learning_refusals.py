@@ -7,23 +7,23 @@ from typing import Any
 
 import pytest
 
-from chats import services as chat_services
-from chats.models import Chat, Item, Turn
+from chats.models import Chat
 from memory.models import Entry, EntryTag
 from memorybot.learning import learning_run_process
 from memorybot.models import Confession, LearningRun
 from tests.conftest import World
 from tests.factories import ChatFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.memory.builders import fact, set_status
+from tests.memory.builders import fact
 from tests.memorybot.learning_world import (
-    bot_item,
+    Scene,
     confided_turn,
     fact_change,
     learned,
     learning_answer,
     learning_prompt,
     learning_requests,
+    learning_scene,
     memory_bot_on,
     observation_change,
     person_item,
@@ -33,75 +33,21 @@ from tests.memorybot.learning_world import (
 
 
 @dataclass
-class Scene:
-    """alice's private chat: an OpenBot notice, a calendar tool result, then a confided turn
-    (her words and the bot's answer). Entries already in the pool: alice's own fact, a group
-    fact of alice's channel, bob's private fact and an invalidated fact of alice's."""
+class GroupScene(Scene):
+    """The learning scene, and a group fact of alice's channel in the pool."""
 
-    chat: Chat
-    turn: Turn
-    notice: Item
-    tool_result: Item
-    said: Item
-    answered: Item
-    mine: Entry
     group: Entry
-    bobs: Entry
-    old: Entry
 
 
 @pytest.fixture
-def scene(world: World, fake_openai: FakeOpenAI) -> Scene:
-    memory_bot_on(world)
-    mine = fact(
-        [
-            ItemFactory.create(
-                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
-            )
-        ],
-        content="alice likes tea",
-    )
+def scene(world: World, fake_openai: FakeOpenAI) -> GroupScene:
+    base = learning_scene(world, "Please move my dentist visit, I hate Fridays.")
     group_chat = ChatFactory.create(owner=world.alice, bot=world.bot, channel=world.channel)
     group = fact(
         [ItemFactory.create(chat=group_chat, person=world.carol.person)],
         content="the team meets on mondays",
     )
-    bobs = fact(
-        [
-            ItemFactory.create(
-                chat=ChatFactory.create(owner=world.bob, bot=world.bot), person=world.bob.person
-            )
-        ],
-        content="bob's secret",
-    )
-    old = fact(
-        [
-            ItemFactory.create(
-                chat=ChatFactory.create(owner=world.alice, bot=world.bot), person=world.alice.person
-            )
-        ],
-        content="an old fact",
-    )
-    set_status(old, Entry.Status.INVALIDATED)
-
-    chat = ChatFactory.create(owner=world.alice, bot=world.bot)
-    notice = chat_services.notice_append(chat=chat, text="The calendar app was connected.")
-    tool_result = chat_services.tool_result_append(
-        chat=chat, app="calendar", tool="lookup", text="Dentist on Friday at 9."
-    )
-    turn = confided_turn(chat, world.alice, "Please move my dentist visit, I hate Fridays.")
-    return Scene(
-        chat=chat,
-        turn=turn,
-        notice=notice,
-        tool_result=tool_result,
-        said=person_item(turn),
-        answered=bot_item(turn),
-        mine=mine,
-        group=group,
-        bobs=bobs,
-        old=old,
-    )
+    return GroupScene(**vars(base), group=group)
 
 
 def learn(fake: FakeOpenAI, run: LearningRun, changes: list[Any]) -> LearningRun:
@@ -112,7 +58,7 @@ def learn(fake: FakeOpenAI, run: LearningRun, changes: list[Any]) -> LearningRun
 
 
 def test_each_refused_change_is_recorded_and_the_rest_apply(
-    world: World, fake_openai: FakeOpenAI, scene: Scene
+    world: World, fake_openai: FakeOpenAI, scene: GroupScene
 ) -> None:
     alice = world.alice.person.id
     other_chat = ChatFactory.create(owner=world.alice, bot=world.bot)
@@ -364,7 +310,7 @@ def test_an_unusable_answer_fails_the_run_and_keeps_the_read_position(
 
 
 def test_the_learning_request_holds_the_confession_as_the_bots_words(
-    world: World, fake_openai: FakeOpenAI, scene: Scene
+    world: World, fake_openai: FakeOpenAI, scene: GroupScene
 ) -> None:
     """[W1] The bot's words show the memory bot where to look: its confession is in the
     request, marked as the bot's own words that never become memory."""
@@ -378,7 +324,7 @@ def test_the_learning_request_holds_the_confession_as_the_bots_words(
 
 
 def test_a_change_that_is_only_the_bots_words_is_refused(
-    world: World, fake_openai: FakeOpenAI, scene: Scene
+    world: World, fake_openai: FakeOpenAI, scene: GroupScene
 ) -> None:
     """[W1] No entry's content is the bot's words, even with a person's item as its source."""
     [confession] = Confession.objects.filter(turn=scene.turn)
