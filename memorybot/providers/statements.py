@@ -24,7 +24,8 @@ results and notices give nothing), each on its own:
      or its subject is "you"/"du";
    - a greeting, thanks, filler or small talk: every word of it is on a fixed list ("hi",
      "thanks", "ok", "haha", "cool", "fine", "I see", "me too", "danke", "gut" …, a
-     person's pronoun, "am", "is", "bin");
+     person's pronoun, "am", "is", "bin"), or it is feedback on an answer ("that helped me a
+     lot", "das hat mir sehr geholfen", "this is really useful");
    - not about a person: it has no first-person word ("I", "my", "we", "our" …; "ich",
      "mein", "wir", "unser" …) and does not open with a name and a verb a person does
      ("Anna likes …", "Tom wohnt …");
@@ -32,17 +33,23 @@ results and notices give nothing), each on its own:
 3. Each clause left is one `add` of a fact: its content the clause (first letter upper-case,
    ending with "."), its source the item, its topics the first three words of the clause with
    three letters or more that are no stop words, folded to lowercase ASCII.
-4. Said once: a statement equal after normalization (`memory.notes.normalized`) to a shown
-   entry whose people are just the statement's speaker, or to an earlier statement of the
-   same speaker in the run, is not proposed again.
+4. Said once: a statement that says nothing ("as I said"), or nothing an earlier one of the
+   same speaker does not — a shown entry whose people are just the speaker, or an earlier
+   statement in the run — is not proposed. What a statement says: its index terms (stemmed,
+   stop words and filler such as "really", "as I said", "wirklich" left out) and its
+   negations ("not", "never", "nicht", "kein" …). It says nothing more when both deny the
+   same and each of its terms is one of the earlier's or ends one ("Rad" in "Fahrrad").
 5. Corrections: a first-person statement of a subject — where the person lives ("I live
    in", "I moved to", "I now live in", "ich wohne (jetzt) in", "ich bin nach … gezogen"),
    where they work ("I work at/for", "ich arbeite bei"), their job ("I work as", "ich
    arbeite als"), their name ("my name is", "ich heiße"), their age ("I am 34", "ich bin 34
    Jahre alt") — replaces an older one of the same speaker and subject: within the run the
    last is kept, and every shown entry whose people are just the speaker, whose content has
-   that subject and says something else gets an `invalidate`. The shown entries are those
-   the run's reader may see; the apply checks that again [W6].
+   that subject and says something else gets an `invalidate`. So does a shown entry of just
+   the speaker that shares a term with a statement said as a correction (its sentence holds
+   "correction", "update", "I got that wrong", "no longer", "instead", "Korrektur", "doch",
+   "nicht mehr", "stattdessen" …). The shown entries are those the run's reader may see; the
+   apply checks that again [W6].
 """
 
 import re
@@ -53,7 +60,7 @@ from typing import Any
 
 from memory.notes import instruction_like, normalized
 from memory.services import is_topic
-from memory.terms import STOP_WORDS
+from memory.terms import STOP_WORDS, text_terms
 from memorybot.providers.types import EntryText, ItemText
 
 
@@ -224,6 +231,18 @@ SUBJECTS = {
     "name": re.compile(r"^my name is\b|^i am called\b|^mein name ist\b|^ich heisse\b"),
     "age": re.compile(r"^i am \d+( years old)?$|^i am \d+ years old\b|^ich bin \d+( jahre alt)?\b"),
 }
+# Feedback on an answer: "that"/"das" … then a word of praise or help.
+FEEDBACK = re.compile(
+    r"^(that|this|it|that is|this is|it is|das|dies|es)\b.*\b(help|helped|helps|helpful|useful"
+    r"|works|worked|perfect|great|geholfen|hilft|hilfreich|nützlich|klappt|funktioniert"
+    r"|perfekt|super|toll)\b"
+)
+FILLER = _words("really actually just as said wie gesagt wirklich eigentlich halt eben ja schon")
+NEGATIONS = _words("not no never nor nicht kein keine keinen keinem keiner nie niemals")
+CORRECTION = re.compile(
+    r"\b(correction|update|i got that wrong|i was wrong|i meant|no longer|not anymore|any more"
+    r"|anymore|instead|korrektur|ich meinte|doch|nicht mehr|stattdessen|verschoben)\b"
+)
 TOPIC_STOP = STOP_WORDS | _words("now really very jetzt also still currently mine meine wirklich")
 MAX_TOPICS = 3
 
@@ -234,6 +253,7 @@ class Statement:
 
     content: str
     subject: str | None
+    corrects: bool = False
 
 
 def statements(text: str) -> list[Statement]:
@@ -243,10 +263,11 @@ def statements(text: str) -> list[Statement]:
         sentence = " ".join(sentence.split())
         if not sentence or instruction_like(sentence):
             continue
+        corrects = CORRECTION.search(normalized(sentence)) is not None
         for clause in CLAUSE_BREAK.split(sentence):
             kept = _statement(clause)
             if kept is not None:
-                found.append(Statement(content=kept, subject=subject_of(kept)))
+                found.append(Statement(kept, subject_of(kept), corrects))
     return found
 
 
@@ -274,7 +295,7 @@ def _statement(clause: str) -> str | None:
     if question or len(words) < 3 or instruction_like(clause) or WONDERING.match(" ".join(words)):
         return None
     first = tokens[0]
-    if set(words) <= SMALL_TALK or set(tokens) <= SMALL_TALK:
+    if set(words) <= SMALL_TALK or set(tokens) <= SMALL_TALK or FEEDBACK.match(" ".join(words)):
         return None
     if first in QUESTION_OPENERS or first in IMPERATIVES or first in SECOND_PERSON:
         return None
@@ -315,20 +336,19 @@ def _topics(content: str) -> list[str]:
 def learned_changes(
     items: Sequence[ItemText], entries: Sequence[EntryText]
 ) -> list[dict[str, Any]]:
-    """[K4] The offline learner's changes: an `add` per statement of a person's item, and an
-    `invalidate` per shown entry a statement corrects (see the module)."""
-    known = [(entry, normalized(entry.content)) for entry in entries]
+    """[K4, K5] The offline learner's changes: an `add` per statement of a person's item, and
+    an `invalidate` per shown entry a statement corrects (see the module)."""
+    known = [(entry, _gist(entry.content)) for entry in entries]
     adds: list[tuple[str | None, Statement, ItemText]] = []
     for item in items:
         if item.kind != "person":
             continue
         for statement in statements(item.text):
-            said = normalized(statement.content)
-            own = [entry for entry, plain in known if plain == said and _only(entry, item.person)]
-            if own or any(
-                person == item.person and normalized(earlier.content) == said
-                for person, earlier, _ in adds
-            ):
+            said = _gist(statement.content)
+            earlier = [gist for entry, gist in known if _only(entry, item.person)] + [
+                _gist(other.content) for person, other, _ in adds if person == item.person
+            ]
+            if not said or any(_says_nothing_more(said, gist) for gist in earlier):
                 continue
             if statement.subject is not None:
                 adds = [
@@ -348,12 +368,35 @@ def learned_changes(
         for _, statement, item in adds
     ]
     corrected = {(person, statement.subject) for person, statement, _ in adds if statement.subject}
+    corrections = [
+        (person, _gist(statement.content)) for person, statement, _ in adds if statement.corrects
+    ]
     changes += [
         {"kind": "invalidate", "id": entry.id}
-        for entry, _ in known
-        if len(entry.people) == 1 and (entry.people[0], subject_of(entry.content)) in corrected
+        for entry, gist in known
+        if len(entry.people) == 1
+        and (
+            (entry.people[0], subject_of(entry.content)) in corrected
+            or any(person == entry.people[0] and gist & said for person, said in corrections)
+        )
     ]
     return changes
+
+
+def _gist(content: str) -> frozenset[str]:
+    """What `content` says, for telling a repeat: its index terms, filler left out, and its
+    negations."""
+    words = [word for word in normalized(content).split() if word not in FILLER]
+    return frozenset(text_terms(" ".join(words))) | (frozenset(words) & NEGATIONS)
+
+
+def _says_nothing_more(said: frozenset[str], earlier: frozenset[str]) -> bool:
+    """Whether every term of `said` is one of `earlier`'s or ends one of them, and both deny
+    the same."""
+    return said & NEGATIONS == earlier & NEGATIONS and all(
+        term in earlier or (len(term) >= 3 and any(other.endswith(term) for other in earlier))
+        for term in said
+    )
 
 
 def _only(entry: EntryText, person: str | None) -> bool:

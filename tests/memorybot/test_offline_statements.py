@@ -42,6 +42,8 @@ from memorybot.providers.statements import learned_changes, statements
         ("lol ok cool", []),
         ("I'm fine, thanks.", []),
         ("Mir geht es gut.", []),
+        ("Danke, das hat mir sehr geholfen!", []),
+        ("That really helped me, thanks.", []),
         ("Me too", []),
         # Hypotheticals.
         ("If I were rich I would buy a boat.", []),
@@ -116,6 +118,48 @@ def test_a_run_states_each_thing_once_and_corrects_its_speaker_only() -> None:
         ("invalidate", "mem_home"),
     ]
     assert changes[0]["sources"] == [{"chat": "chat_1", "item": "i-3"}]
+
+
+@pytest.mark.parametrize(
+    ("earlier", "said", "again"),
+    [
+        ("I'm the on-call engineer this week.", "Me, I'm on call this week.", True),
+        (
+            "Ich fahre jeden Tag mit dem Fahrrad.",
+            "Ja, ich fahre wirklich jeden Tag mit dem Rad.",
+            True,
+        ),
+        ("I am vegan.", "As I said, I'm vegan.", True),
+        # Something more, something else, or the opposite: not a repeat.
+        ("I'm on call this week.", "I'm the on-call engineer this week.", False),
+        ("I like green tea.", "I like black tea.", False),
+        ("I don't eat meat.", "I eat meat.", False),
+        ("I eat meat.", "I don't eat meat.", False),
+    ],
+)
+def test_a_statement_that_says_nothing_more_is_not_learned_again(
+    earlier: str, said: str, again: bool
+) -> None:
+    """[K5] Against a shown entry of the speaker's and against an earlier item of the run."""
+    shown = (EntryText(id="mem_1", content=earlier, people=("u_alice",)),)
+    assert (learned_changes([person("i-1", said)], shown) == []) is again
+    run = learned_changes([person("i-1", earlier), person("i-2", said)], ())
+    assert len(run) == (1 if again else 2)
+
+
+def test_a_statement_said_as_a_correction_replaces_what_it_shares_words_with() -> None:
+    shown = (
+        EntryText(id="mem_cats", content="I'm allergic to cats.", people=("u_alice",)),
+        EntryText(id="mem_tea", content="I like green tea.", people=("u_alice",)),
+        EntryText(id="mem_bobs", content="I'm allergic to cats.", people=("u_bob",)),
+    )
+    said = "Sorry, I got that wrong: it's dogs I'm allergic to, not cats."
+    changes = learned_changes([person("i-1", said)], shown)
+    assert [change["kind"] for change in changes] == ["add", "invalidate"]
+    assert changes[1]["id"] == "mem_cats"
+    # Said without a correction's words, the same statement corrects nothing.
+    plain = learned_changes([person("i-1", "It's dogs I'm allergic to, not cats.")], shown)
+    assert [change["kind"] for change in plain] == ["add"]
 
 
 @pytest.mark.parametrize(
