@@ -42,7 +42,7 @@ results and notices give nothing), each on its own:
    Jahre alt") — replaces an older one of the same speaker and subject: within the run the
    last is kept, and every shown entry whose people are just the speaker, whose content has
    that subject and says something else gets an `invalidate`. The shown entries are those
-   the run's reader may see; the apply checks that again [W6].
+   the run's reader may see; the apply checks that again.
 """
 
 import re
@@ -237,7 +237,7 @@ class Statement:
 
 
 def statements(text: str) -> list[Statement]:
-    """[K4] The statements of a person's text, in order (see the module)."""
+    """The statements of a person's text, in order (see the module)."""
     found = []
     for sentence in SENTENCE_END.split(text):
         sentence = " ".join(sentence.split())
@@ -251,7 +251,7 @@ def statements(text: str) -> list[Statement]:
 
 
 def subject_of(content: str) -> str | None:
-    """[K4] What a first-person statement is about, when the learner knows it: `home`, `work`,
+    """What a first-person statement is about, when the learner knows it: `home`, `work`,
     `job`, `name` or `age`."""
     plain = normalized(content)
     return next((name for name, pattern in SUBJECTS.items() if pattern.search(plain)), None)
@@ -315,7 +315,7 @@ def _topics(content: str) -> list[str]:
 def learned_changes(
     items: Sequence[ItemText], entries: Sequence[EntryText]
 ) -> list[dict[str, Any]]:
-    """[K4] The offline learner's changes: an `add` per statement of a person's item, and an
+    """The offline learner's changes: an `add` per statement of a person's item, and an
     `invalidate` per shown entry a statement corrects (see the module)."""
     known = [(entry, normalized(entry.content)) for entry in entries]
     adds: list[tuple[str | None, Statement, ItemText]] = []
