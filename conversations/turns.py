@@ -227,7 +227,7 @@ def turn_again(*, chat: Chat, turn_id: str) -> TurnOutcome | None:
 
 @transaction.atomic
 def chat_history_forget(*, chat: Chat) -> None:
-    """[P3] Delete the chat's history: its items, the confessions and enrichments that
+    """Delete the chat's history: its items, the confessions and enrichments that
     repeat its words (an enrichment keeps the person's original), and the requests and
     results of its model calls. Memory learned from the chat stays; purging `chat:<id>`
     removes that too."""

@@ -410,7 +410,7 @@ class MemoryViewSet(ScopedViewSet):
     )
     @bot_settings.mapping.patch
     def bot_settings_update(self, request: Request, bot_id: str) -> Response:
-        """[A5] Change the memory bot's settings if `expected` is their version, else 409."""
+        """Change the memory bot's settings if `expected` is their version, else 409."""
         serializer = MemoryBotInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -132,7 +132,7 @@ class OrganizationViewSet(ScopedViewSet):
     )
     @organization_settings.mapping.patch
     def organization_settings_update(self, request: Request, org_id: str) -> Response:
-        """[A7] Change the fields given; `botMemoryModel: null` clears the model."""
+        """Change the fields given; `botMemoryModel: null` clears the model."""
         serializer = OrganizationSettingsInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -93,7 +93,7 @@ def token_create(
 
 @transaction.atomic
 def token_revoke(*, token_id: int) -> None:
-    """[H7] Revoke a token: the next request with it is a 401."""
+    """Revoke a token: the next request with it is a 401."""
     deleted, _ = Token.objects.filter(pk=token_id).delete()
     if not deleted:
         raise NotFound(f"token: no token with id {token_id}", fields={"token": ["not found"]})
