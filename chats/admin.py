@@ -1,4 +1,4 @@
-"""[O3, O5] Chats, items, turns and the event log in the read-only admin: metadata only.
+"""Chats, items, turns and the event log in the read-only admin: metadata only.
 
 Item text is encrypted and never shown. A chat's page links its turns, items, learning runs,
 model calls, confessions, enrichments and the memory entries learned from it.

@@ -1,4 +1,4 @@
-"""Chats, items and turns [C1–C5], and the shared event log the learning runs wait on [W2]."""
+"""Chats, items and turns, and the shared event log the learning runs wait on."""
 
 from django.db import models
 
@@ -21,7 +21,7 @@ class Chat(models.Model):
     test = models.BooleanField(default=False)
     # The sequence number of the newest item; item ids are never reused, even after delete.
     last_seq = models.IntegerField(default=0)
-    # [W1] Learning has read every item up to this sequence number.
+    # Learning has read every item up to this sequence number.
     read_position = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -33,9 +33,9 @@ class Turn(models.Model):
     """[C3] One turn: its input item, the stored person of the turn, and its end."""
 
     class Error(models.TextChoices):
-        """[C6] What went wrong in a turn that still ended: a code, never content."""
+        """What went wrong in a turn that still ended: a code, never content."""
 
-        # Stored text the turn needed (a history item, an entry) no key opens [X5].
+        # Stored text the turn needed (a history item, an entry) no key opens.
         UNREADABLE = "unreadable"
         # The bot's model did not answer by its deadline or the turn's.
         TIMEOUT = "timeout"
@@ -54,7 +54,7 @@ class Turn(models.Model):
     end_seq = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
-    # [C6] The first thing that went wrong in the turn; empty when nothing did.
+    # The first thing that went wrong in the turn; empty when nothing did.
     error = models.CharField(max_length=12, choices=Error.choices, blank=True, default="")
 
     def __str__(self) -> str:
@@ -93,7 +93,7 @@ class Item(models.Model):
 
 
 class Event(models.Model):
-    """[W2] The shared event log: durable facts other work waits on (a turn ended)."""
+    """The shared event log: durable facts other work waits on (a turn ended)."""
 
     class Kind(models.TextChoices):
         TURN_ENDED = "turn_ended"

@@ -1,4 +1,4 @@
-"""[A9] Permission classes of the chat routes; like `openbot.permissions`, they look the chat
+"""Permission classes of the chat routes; like `openbot.permissions`, they look the chat
 up through the caller (another person's chat is a 404) and leave it on the view. They live
 here, not in `openbot`, because `openbot` imports nothing of ours."""
 
@@ -20,12 +20,12 @@ class ChatScopedViewSet(ScopedViewSet):
     chat: Chat
 
     def route_bot_id(self) -> str:
-        """The chat's bot: `CanReadBot` after `IsChatParticipant` asks read on it [C4]."""
+        """The chat's bot: `CanReadBot` after `IsChatParticipant` asks read on it."""
         return self.chat.bot_id
 
 
 class IsChatParticipant(BasePermission):
-    """The chat's owner, or a current member of a group chat's channel [C4]; else a 404."""
+    """The chat's owner, or a current member of a group chat's channel; else a 404."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         view = scoped(view, ChatScopedViewSet)
@@ -34,7 +34,7 @@ class IsChatParticipant(BasePermission):
 
 
 class IsChatOwner(BasePermission):
-    """The chat's owner [C4, C5]: a participant who is not is a 403, anyone else a 404."""
+    """The chat's owner: a participant who is not is a 403, anyone else a 404."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         view = scoped(view, ChatScopedViewSet)

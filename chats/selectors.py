@@ -37,5 +37,5 @@ def chat_for_owner(*, caller: Caller, chat_id: str) -> Chat:
 
 
 def chat_items(*, chat: Chat) -> list[Item]:
-    """[C4] The chat's items in order; [X5] an item no key opens is left out (and logged)."""
+    """The chat's items in order; an item no key opens is left out (and logged)."""
     return readable(Item.objects.filter(chat=chat).order_by("seq"))

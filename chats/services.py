@@ -46,7 +46,7 @@ def item_append(
     app: str | None = None,
     tool: str | None = None,
 ) -> Item:
-    """Append an item with the chat's next sequence number [C2]."""
+    """Append an item with the chat's next sequence number."""
     Chat.objects.filter(pk=chat.pk).update(last_seq=F("last_seq") + 1)
     seq = Chat.objects.values_list("last_seq", flat=True).get(pk=chat.pk)
     chat.last_seq = seq
@@ -57,7 +57,7 @@ def item_append(
 
 @transaction.atomic
 def notice_append(*, chat: Chat, text: str, turn: Turn | None = None) -> Item:
-    """An OpenBot notice: a message from OpenBot itself, never a person's words [C2]."""
+    """An OpenBot notice: a message from OpenBot itself, never a person's words."""
     return item_append(chat=chat, kind=Item.Kind.NOTICE, text=text, turn=turn)
 
 
@@ -65,7 +65,7 @@ def notice_append(*, chat: Chat, text: str, turn: Turn | None = None) -> Item:
 def tool_result_append(
     *, chat: Chat, app: str, tool: str, text: str, turn: Turn | None = None
 ) -> Item:
-    """A tool result from an app; `app` names it [C2]."""
+    """A tool result from an app; `app` names it."""
     return item_append(
         chat=chat, kind=Item.Kind.TOOL_RESULT, text=text, turn=turn, app=app, tool=tool
     )
@@ -80,7 +80,7 @@ def turn_start(
     notice: bool = False,
     claim: Claim = UNCLAIMED,
 ) -> Turn:
-    """[C3] Store the input item and the turn with its person (none for a notice); [F9] the
+    """[C3] Store the input item and the turn with its person (none for a notice); the
     turn is recorded for the request's `Idempotency-Key` (`claim`) in the same transaction."""
     Chat.objects.select_for_update().filter(pk=chat.pk).first()
     turn = Turn.objects.create(chat=chat, person=None if notice else person, input_seq=0)
@@ -94,8 +94,8 @@ def turn_start(
 
 @transaction.atomic
 def turn_end(*, turn: Turn, error: str = "") -> Event:
-    """[C3, W2] End the turn and record "turn ended" on the shared event log; `error` is the
-    code of what went wrong in it [C6]."""
+    """End the turn and record "turn ended" on the shared event log; `error` is the
+    code of what went wrong in it."""
     end_seq = Chat.objects.values_list("last_seq", flat=True).get(pk=turn.chat_id)
     turn.end_seq = end_seq
     turn.ended_at = timezone.now()
@@ -108,9 +108,9 @@ def turn_end(*, turn: Turn, error: str = "") -> Event:
 
 
 def turns_end_abandoned(*, started_before: datetime) -> int:
-    """[C6] End the turns whose serving process stopped mid-turn (killed, a lost machine):
+    """End the turns whose serving process stopped mid-turn (killed, a lost machine):
     started before `started_before` — well past the turn's deadline — and never ended. Their
-    learning runs then go on [W2]. Returns how many."""
+    learning runs then go on. Returns how many."""
     ended = 0
     for turn in Turn.objects.filter(ended_at__isnull=True, started_at__lt=started_before):
         with transaction.atomic():
@@ -123,6 +123,6 @@ def turns_end_abandoned(*, started_before: datetime) -> int:
 
 @transaction.atomic
 def chat_history_delete(*, chat: Chat) -> int:
-    """[C4, P3] Delete the chat's items; memory learned from them stays."""
+    """[P3] Delete the chat's items; memory learned from them stays."""
     deleted, _ = Item.objects.filter(chat=chat).delete()
     return deleted

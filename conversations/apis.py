@@ -1,5 +1,5 @@
-"""[C4, C5, A6, A12] Chat routes: create, read, items, turns, and what the memory bot did;
-[D1] the export of everything about a person."""
+"""Chat routes: create, read, items, turns, and what the memory bot did; the export of
+everything about a person."""
 
 from typing import Any
 
@@ -39,17 +39,17 @@ from openbot.schema import errors
 
 
 class ChatViewSet(ChatScopedViewSet):
-    """[C4, C5, A6, A12] Chats: create, read, items, turns, and what the memory bot did."""
+    """Chats: create, read, items, turns, and what the memory bot did."""
 
     lookup_url_kwarg = "chat_id"
-    # [A9] Creating a chat names its bot in the body: `chat_create` looks it up through the
+    # Creating a chat names its bot in the body: `chat_create` looks it up through the
     # caller, as DRF applies no object permission to creates.
     permissions: dict[str, list[type[BasePermission]]] = {
         "create": [IsAuthenticated],
         "retrieve": [IsAuthenticated, IsChatParticipant],
         "items": [IsAuthenticated, IsChatParticipant],
         "items_delete": [IsAuthenticated, IsChatParticipant, IsChatOwner],
-        "turns": [IsAuthenticated, IsChatParticipant, CanReadBot],  # [C4] turns need read
+        "turns": [IsAuthenticated, IsChatParticipant, CanReadBot],  # turns need read
         "confessions": [IsAuthenticated, IsChatOwner],
         "enrichments": [IsAuthenticated, IsChatOwner],
         "learning": [IsAuthenticated, IsChatOwner],
@@ -61,7 +61,7 @@ class ChatViewSet(ChatScopedViewSet):
 
     @extend_schema(request=ChatCreateInput, responses={201: ChatOutput, **errors(400, 401, 404)})
     def create(self, request: Request) -> Response:
-        """[C1, C4] Open a chat with a bot you may read, in a channel you are in if given."""
+        """Open a chat with a bot you may read, in a channel you are in if given."""
         serializer = ChatCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -75,13 +75,13 @@ class ChatViewSet(ChatScopedViewSet):
 
     @extend_schema(responses={200: ChatOutput, **errors(401, 404)})
     def retrieve(self, request: Request, chat_id: str) -> Response:
-        """[C4] A chat you take part in."""
+        """A chat you take part in."""
         return Response(ChatOutput(self.chat).data)
 
     @extend_schema(responses={200: ItemsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def items(self, request: Request, chat_id: str) -> Response:
-        """[C4] The chat's items in order."""
+        """The chat's items in order."""
         return Response(ItemsOutput({"items": chat_items(chat=self.chat)}).data)
 
     @extend_schema(
@@ -89,7 +89,7 @@ class ChatViewSet(ChatScopedViewSet):
     )
     @items.mapping.delete
     def items_delete(self, request: Request, chat_id: str) -> Response:
-        """[C4, P3] The owner deletes the chat's history; what was learned from it stays."""
+        """The owner deletes the chat's history; what was learned from it stays."""
         chat_history_forget(chat=self.chat)
         return Response(status=204)
 
@@ -100,7 +100,7 @@ class ChatViewSet(ChatScopedViewSet):
     )
     @action(detail=True, methods=["post"])
     def turns(self, request: Request, chat_id: str) -> Response:
-        """[C3, C4, C6] Take a turn: your words, the bot's answer; it always ends. [F9] With an
+        """Take a turn: your words, the bot's answer; it always ends. With an
         `Idempotency-Key`, a retry answers the same turn and takes none."""
         serializer = TurnInput(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -118,14 +118,14 @@ class ChatViewSet(ChatScopedViewSet):
     @extend_schema(responses={200: ConfessionsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def confessions(self, request: Request, chat_id: str) -> Response:
-        """[A6, C5] What the bot confided and the replies; review before showing to people."""
+        """[A6] What the bot confided and the replies; review before showing to people."""
         confessions = confessions_of_chat(chat_id=self.chat.id)
         return Response(ConfessionsOutput({"confessions": confessions}).data)
 
     @extend_schema(responses={200: EnrichmentsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def enrichments(self, request: Request, chat_id: str) -> Response:
-        """[A6, C5, N6] Per turn: the new text (withheld when it was made from an entry the
+        """Per turn: the new text (withheld when it was made from an entry the
         owner may no longer use), the person's words and the entries used."""
         enrichments = enrichments_of_chat(chat=self.chat)
         return Response(EnrichmentsOutput({"enrichments": enrichments}).data)
@@ -133,14 +133,14 @@ class ChatViewSet(ChatScopedViewSet):
     @extend_schema(responses={200: LearningRunsOutput, **errors(401, 404)})
     @action(detail=True, methods=["get"])
     def learning(self, request: Request, chat_id: str) -> Response:
-        """[A12, C5] The chat's learning runs, newest first: status, what applied, what was
+        """[A12] The chat's learning runs, newest first: status, what applied, what was
         refused and why, as codes — never model output or content."""
         runs = learning_runs_of_chat(chat_id=self.chat.id)
         return Response(LearningRunsOutput({"runs": runs}).data)
 
 
 class MyExportApi(APIView):
-    """[D1] Everything about the token's person in the token's organization."""
+    """Everything about the token's person in the token's organization."""
 
     permission_classes = [IsAuthenticated]
 
@@ -159,7 +159,7 @@ class MyExportApi(APIView):
         }
     )
     def get(self, request: Request) -> StreamingHttpResponse:
-        """[D1] Download everything about you: streamed, one JSON document."""
+        """Download everything about you: streamed, one JSON document."""
         caller = caller_of(request)
         response = StreamingHttpResponse(
             person_export(person=caller.person, organization=caller.organization),

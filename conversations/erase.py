@@ -2,9 +2,9 @@
 copy, with a receipt of what went.
 
 In every pool the organization's chats wrote to that holds something of theirs, a purge of
-`from:<person>` with every copy the memory bot's records hold [P4] (each pool's purge is its
+`from:<person>` with every copy the memory bot's records hold (each pool's purge is its
 own all-or-nothing change), and the model calls of every chat they spoke in blanked; then,
-in one transaction, the history of the person's own chats [C4], their words in other people's
+in one transaction, the history of the person's own chats, their words in other people's
 chats replaced by `MARKER` (the item stays, so the chat's order holds) with the enrichments
 that repeat them, and their memberships with the grants and tokens they held
 (`membership_remove`). A crash part-way leaves each pool either

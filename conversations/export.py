@@ -3,7 +3,7 @@ memory stays flat in the size of the export.
 
 What it holds, in the token's organization: the person and their channels; for every bot they
 may read, the entries GET memory lists them (the history view, paged the same way, so never
-more [X4]); their chats with items, enrichments (as GET …/enrichments shows them [N6]) and
+more); their chats with items, enrichments (as GET …/enrichments shows them) and
 learning runs; their tokens' metadata, never a secret. `format` says the document's version.
 """
 
@@ -104,7 +104,7 @@ def _chat(chat: Chat) -> Iterator[str]:
 
 
 def _items(chat: Chat) -> Iterator[Item]:
-    """The chat's items in order, `PAGE` at a time; [X5] one no key opens is left out (and
+    """The chat's items in order, `PAGE` at a time; one no key opens is left out (and
     logged)."""
     items = Item.objects.filter(chat=chat).order_by("seq")
     seq = 0

@@ -1,4 +1,4 @@
-"""[C4, C5, A6, A12, D1] What the chat routes answer and accept: one serializer per body, so
+"""What the chat routes answer and accept: one serializer per body, so
 the schema shows exactly what a client sends and receives."""
 
 from rest_framework import serializers
@@ -53,11 +53,11 @@ class TurnOutput(serializers.Serializer):
         return to_ms(turn.ended_at) if turn.ended_at else None
 
     def get_error(self, turn: Turn) -> str | None:
-        """[C6] What went wrong in the turn (a code such as `timeout`), or null."""
+        """What went wrong in the turn (a code such as `timeout`), or null."""
         return turn.error or None
 
     def get_learningRun(self, turn: Turn) -> str | None:
-        """[A12] The learning run the turn's confession stored (see `/learning`), or null."""
+        """The learning run the turn's confession stored (see `/learning`), or null."""
         run_id = learning_run_of_turn(turn_id=turn.pk)
         return None if run_id is None else str(run_id)
 
@@ -74,7 +74,7 @@ class ConfessionOutput(serializers.Serializer):
 
 
 class EnrichmentOutput(serializers.Serializer):
-    """[N6] `text` is null and `withheld` true when the rewrite was made from an entry the
+    """`text` is null and `withheld` true when the rewrite was made from an entry the
     owner may no longer use; `entries` lists those they may still use."""
 
     turn = serializers.CharField(source="turn_id")

@@ -1,13 +1,13 @@
-"""[C4, §11] The turn runner: one turn of a chat, end to end.
+"""The turn runner: one turn of a chat, end to end.
 
-Stores the person's item and the turn with its person; lets the memory bot enrich the input
-[N1]; the bot's model sees the history in the persons' own words and the (enriched) new input
-[N3], with `confide` offered except in test chats [F1]; stores the bot's reply; ends the turn
-and records "turn ended" for the learning runs the turn's confessions stored [W1, W2].
+Stores the person's item and the turn with its person; lets the memory bot enrich the input;
+the bot's model sees the history in the persons' own words and the (enriched) new input, with
+`confide` offered except in test chats; stores the bot's reply; ends the turn and records
+"turn ended" for the learning runs the turn's confessions stored.
 The bot is never told that anything came from memory.
 
 [C6] A turn always ends. Once the person's item is stored, whatever fails — a memory-bot step,
-the bot's model, a stored text no key opens [X5], a bug, the database — the turn still gets
+the bot's model, a stored text no key opens, a bug, the database — the turn still gets
 the bot's item (the no-answer text when there is no answer), its end and its event, and the
 turn records what went wrong as a code. A failed memory-bot step is the calm path: the input
 unchanged, the calm reply. Everything shares the turn's deadline
@@ -62,7 +62,7 @@ class _Run:
     error: str = ""
 
     def wait_s(self, own_s: float) -> float:
-        """[C6] A wait with a deadline of its own, never past the turn's."""
+        """A wait with a deadline of its own, never past the turn's."""
         return min(own_s, self.deadline_at - time.monotonic())
 
     def note(self, code: str) -> None:
@@ -81,7 +81,7 @@ class _Run:
 def _history(run: _Run) -> list[Message]:
     """Earlier items as the bot's model sees them: persons' own words, never enrichments.
 
-    [X5] An item no key opens is left out (logged by table, row and column, never its
+    An item no key opens is left out (logged by table, row and column, never its
     ciphertext); the text is opened row by row so one damaged row does not hide the rest."""
     rows = (
         Item.objects.filter(chat=run.chat, seq__lt=run.turn.input_seq)
@@ -113,7 +113,7 @@ def _history(run: _Run) -> list[Message]:
 
 
 def _memory_bot_step(run: _Run, step: str, work: Callable[[], str], fallback: str) -> str:
-    """[C6, X5] A memory-bot step that fails in any way is a step that failed [B6]: the caller
+    """A memory-bot step that fails in any way is a step that failed: the caller
     goes on with `fallback` (the unchanged input, the calm reply)."""
     try:
         return work()
@@ -137,7 +137,7 @@ def _answer(run: _Run, person_item: Item) -> str:
         ),
         fallback=person_item.text,
     )
-    carried = enrichment_entry_ids(turn=turn)  # [P4] the answer's input carries them
+    carried = enrichment_entry_ids(turn=turn)  # the answer's input carries them
     messages = [Message.system(BOT_PROMPT), *_history(run), Message.user(new_input)]
     tools = () if chat.test else (CONFIDE_TOOL,)
     for _ in range(MAX_TOOL_ROUNDS):
@@ -192,8 +192,8 @@ def _end(run: _Run, reply: str) -> Item:
 
 
 def turn_run(*, chat: Chat, person: Person, text: str, claim: Claim = UNCLAIMED) -> TurnOutcome:
-    """Run one turn started by `person` (the authenticated caller) [C3]; it always ends [C6].
-    [F9] `claim` records the turn for the request's `Idempotency-Key` when it starts."""
+    """Run one turn started by `person` (the authenticated caller); it always ends.
+    `claim` records the turn for the request's `Idempotency-Key` when it starts."""
     deadline_at = time.monotonic() + settings.OPENBOT_TURN_DEADLINE_SECONDS
     turn = turn_start(chat=chat, person=person, text=text, claim=claim)
     # The words are in hand: the stored copy is not read back (nor decrypted).
@@ -213,9 +213,9 @@ def turn_run(*, chat: Chat, person: Person, text: str, claim: Claim = UNCLAIMED)
 
 
 def turn_again(*, chat: Chat, turn_id: str) -> TurnOutcome | None:
-    """[F9] A turn of `chat` and its items as `turn_run` answered them, read again from the
+    """A turn of `chat` and its items as `turn_run` answered them, read again from the
     rows for a replay; None while the turn runs. Once its input item is gone (the history
-    deleted [P3]), so is the answer: `AnswerGone`."""
+    deleted), so is the answer: `AnswerGone`."""
     turn = Turn.objects.filter(chat=chat, pk=turn_id).first()
     if turn is not None and turn.ended_at is None:
         return None
@@ -227,9 +227,9 @@ def turn_again(*, chat: Chat, turn_id: str) -> TurnOutcome | None:
 
 @transaction.atomic
 def chat_history_forget(*, chat: Chat) -> None:
-    """[C4, P3] Delete the chat's history: its items, the confessions and enrichments that
+    """Delete the chat's history: its items, the confessions and enrichments that
     repeat its words (an enrichment keeps the person's original), and the requests and
-    results of its model calls [P4]. Memory learned from the chat stays; purging `chat:<id>`
+    results of its model calls. Memory learned from the chat stays; purging `chat:<id>`
     removes that too."""
     chat_history_delete(chat=chat)
     chat_records_forget(chat_id=chat.id)

@@ -6,22 +6,22 @@ readers of an answer in a group chat). Reader X may see entry E iff E is structu
 reachable — derived on write by memory.graph) and E *and every entry it depends on* (the
 `Closure` rows of E, itself included) passes the local rule:
 
-- (a) the reader is not excluded from it [P1] — for a channel circle, no current member of the
-  channel is [V10]: Forget is "no longer for you", and you read the group's answers too;
+- (a) the reader is not excluded from it — for a channel circle, no current member of the
+  channel is: Forget is "no longer for you", and you read the group's answers too;
 - (b) every `org:` tag equals the reader's organization;
 - (c) some `for:` tag admits the reader;
 - (d) every evidence rule is one the reader satisfies now, in the reader's organization.
 
 [V8] The query reads tags, source references, evidence and exclusions only: content stays
 deferred and is decrypted only for the rows a caller returns. Channel membership is read at
-the moment of the read [H5]. [V9] This proves access to the sources the memory bot named; it
+the moment of the read. [V9] This proves access to the sources the memory bot named; it
 cannot prove that a model named every input that shaped its answer.
 
 One local rule (`_failing_locally`) reads (b) and (d) in the entry's own row (`org_scope`,
 `rule_scope`, written with the entry), and the tags or evidence themselves only where the row
 holds several. An entry's closure is read only if it names a source entry (`depends`): each
 row on its own (`visible_entries`, for reads of a few entries), or looked up in the set of
-admitted entries that pass (`every_visible_entry`, for reads that check them all) [Q4].
+admitted entries that pass (`every_visible_entry`, for reads that check them all).
 """
 
 from collections.abc import Callable, Iterable, Iterator
@@ -56,11 +56,11 @@ class Reader:
     organization_id: str
     person_id: str | None = None
     circle_id: str | None = None
-    # The channels the person is in now [H5]; for a circle, the circle itself.
+    # The channels the person is in now; for a circle, the circle itself.
     channel_ids: frozenset[str] = frozenset()
-    # [H6] A current user of the bot; a circle reads through its group chat and admits for:bot.
+    # A current user of the bot; a circle reads through its group chat and admits for:bot.
     bot_user: bool = False
-    # The bot a person reads through, so that their rights can be read again [L1].
+    # The bot a person reads through, so that their rights can be read again.
     bot: Bot | None = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -69,7 +69,7 @@ class Reader:
         return cls(organization_id=organization_id, person_id=person_id, bot=bot).as_of_now()
 
     def as_of_now(self) -> "Reader":
-        """[H5, L1] This reader with channel membership and use of the bot read again now.
+        """[L1] This reader with channel membership and use of the bot read again now.
 
         Reads and changes call it once they hold the pool's lock. Content changes commit under
         the exclusive lock, so rights read after the lock is taken are never older than any
@@ -81,8 +81,8 @@ class Reader:
         return self._with_rights(rights_of)
 
     def as_guessed(self) -> "Reader":
-        """[Q4] This reader with the rights last read for them in this process (`as_of_now` the
-        first time): a guess, only for a read that checks it in its own snapshot [L1]."""
+        """This reader with the rights last read for them in this process (`as_of_now` the first
+        time): a guess, only for a read that checks it in its own snapshot."""
         return self._with_rights(rights_guess)
 
     def _with_rights(self, read: Callable[..., tuple[Iterable[str], bool]]) -> "Reader":
@@ -107,7 +107,7 @@ class Reader:
 
     @property
     def rules(self) -> list[str]:
-        """The evidence rules this reader satisfies now [V4](d)."""
+        """The evidence rules this reader satisfies now."""
         rules = [f"channel:{channel}" for channel in sorted(self.channel_ids)]
         if self.person_id is not None:
             rules.append(f"person:{self.person_id}")
@@ -115,7 +115,7 @@ class Reader:
 
     @property
     def for_tags(self) -> list[str]:
-        """The `for:` tags that admit this reader [V4](c)."""
+        """The `for:` tags that admit this reader."""
         tags = [f"for:channel:{channel}" for channel in sorted(self.channel_ids)]
         if self.person_id is not None:
             tags.append(f"for:person:{self.person_id}")
@@ -125,12 +125,12 @@ class Reader:
 
 
 def _foreign_org(entry: OuterRef, organization_id: str) -> QuerySet[EntryTag]:
-    """[V4](b) The `org:` tags of `entry` that name another organization."""
+    """The `org:` tags of `entry` that name another organization."""
     return EntryTag.objects.filter(entry_id=entry, kind="org").exclude(tag=f"org:{organization_id}")
 
 
 def valid_in_organization(*, pool_id: str, organization_id: str) -> QuerySet[Entry]:
-    """[W5, V7] Valid entries of the pool (active, every source provable) that work in the
+    """Valid entries of the pool (active, every source provable) that work in the
     organization may use: what learning's topic counts cover — not any one reader's view."""
     return Entry.objects.filter(bot_id=pool_id, sound=True, status=Entry.Status.ACTIVE).exclude(
         Exists(_foreign_org(OuterRef("pk"), organization_id))
@@ -142,7 +142,7 @@ def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
     exclusion, (b) a foreign `org:` tag, (d) an unmet evidence rule.
 
     The entry's row (its fields under `prefix`) holds its `org:` tags and its evidence in one
-    value each [Q4]: only where it has several are its tags or evidence read (`entry` is its
+    value each: only where it has several are its tags or evidence read (`entry` is its
     id, as its exclusions are)."""
     org_scope, rule_scope = f"{prefix}org_scope", f"{prefix}rule_scope"
     own_org = Q(**{f"{org_scope}__in": ["", reader.organization_id]})
@@ -152,7 +152,7 @@ def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
     unmet_evidence = Evidence.objects.filter(entry_id=entry).exclude(
         organization_id=reader.organization_id, rule__in=reader.rules
     )
-    # [Q4] The tags or evidence are read only where the row holds several: PostgreSQL leaves
+    # The tags or evidence are read only where the row holds several: PostgreSQL leaves
     # the second arm of an AND unevaluated where the first is false (as the plans show; the
     # order is not promised, and evaluating it would give the same answer).
     failing = ~own_org & (~Q(**{org_scope: SCOPE_MANY}) | Q(Exists(foreign_org)))
@@ -161,7 +161,7 @@ def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
         excluded = Exclusion.objects.filter(entry_id=entry, person_id=reader.person_id)
         failing |= Q(Exists(excluded))
     if reader.circle_id is not None:
-        # [V10, H5] Members as of this read: someone who joins later and had taken their part
+        # [V10] Members as of this read: someone who joins later and had taken their part
         # back hides the entry from the group from then on.
         members = ChannelMember.objects.filter(channel_id=reader.circle_id).values("person_id")
         failing |= Q(Exists(Exclusion.objects.filter(entry_id=entry, person_id__in=members)))
@@ -169,13 +169,13 @@ def _failing_locally(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
 
 
 def _admitting(reader: Reader, entry: OuterRef) -> QuerySet[EntryTag]:
-    """[V4](c) The `for:` tags of `entry` that admit `reader`, looked up by the entry."""
+    """The `for:` tags of `entry` that admit `reader`, looked up by the entry."""
     return EntryTag.objects.filter(entry_id=entry, tag__in=reader.for_tags)
 
 
 def _failing_sources(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
-    """Closure rows of `entry` but its own whose entry is not admitted for `reader` [V4](c) or
-    fails the local rule."""
+    """Closure rows of `entry` but its own whose entry is not admitted for `reader` or fails
+    the local rule."""
     ancestor = OuterRef("ancestor_id")
     admitted = _admitting(reader, ancestor)
     failing = Entry.objects.filter(id=ancestor).filter(_failing_locally(reader, OuterRef("pk")))
@@ -189,16 +189,16 @@ def _failing_sources(reader: Reader, entry: OuterRef) -> QuerySet[Closure]:
 def _blocked(reader: Reader, entry: OuterRef, prefix: str = "") -> Q:
     """Whether an admitted entry is hidden from `reader`: it fails the local rule (read in its
     row, its fields under `prefix`; `entry` is its id), or it depends on an entry that is not
-    admitted or fails it [V4]. The closure of an entry that names no source entry is itself
-    alone: it is not read [Q4]."""
+    admitted or fails it. The closure of an entry that names no source entry is itself
+    alone: it is not read."""
     depends = Q(**{f"{prefix}depends": True}) & Q(Exists(_failing_sources(reader, entry)))
     return _failing_locally(reader, entry, prefix) | depends
 
 
 def _passing(*, pool_id: str, reader: Reader) -> QuerySet[EntryTag, str]:
     """Ids of the pool's entries that pass the local rule for `reader`: admitted by a `for:`
-    tag [V4](c) and failing nothing else. A source in another pool is missing [V4](e), so
-    every dependency of a sound entry is in the pool; an entry's tags carry its pool's id."""
+    tag and failing nothing else. A source in another pool counts as missing, so every
+    dependency of a sound entry is in the pool; an entry's tags carry its pool's id."""
     return (
         EntryTag.objects.filter(bot_id=pool_id, tag__in=reader.for_tags)
         .exclude(_failing_locally(reader, OuterRef("entry_id"), prefix="entry__"))
@@ -219,7 +219,7 @@ MEMORY_ORDER = ("rank", "-updated_at", "id")
 
 
 def admitted_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
-    """Entries of the pool with a `for:` tag that admits `reader` [V4](c), in memory order [E6]:
+    """Entries of the pool with a `for:` tag that admits `reader`, in memory order:
     the candidates of `visible_entries` and `every_visible_entry`, before their dependencies
     are checked.
 
@@ -244,10 +244,10 @@ def blocked(reader: Reader) -> ExpressionWrapper:
 
 
 def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> QuerySet[Entry]:
-    """Entries of the pool `reader` may see, content deferred, in memory order [E6].
+    """Entries of the pool `reader` may see, content deferred, in memory order.
 
-    `active_only` is active use [V6] (context, enrichment, learning, has_entries); otherwise
-    the history view: `invalidated` entries that pass [V4] are included, `retracted` never.
+    `active_only` is active use (context, enrichment, learning, has_entries); otherwise
+    the history view: `invalidated` entries that pass the rule are included, `retracted` never.
     """
     return admitted_entries(pool_id=pool_id, reader=reader, active_only=active_only).exclude(
         _blocked(reader, OuterRef("pk"))
@@ -256,7 +256,7 @@ def visible_entries(*, pool_id: str, reader: Reader, active_only: bool) -> Query
 
 def visible_among(*, pool_id: str, reader: Reader, ids: Any) -> QuerySet[Entry]:
     """The entries of `ids` (a subquery of a few of the pool's entries) that `reader` may see
-    for active use [V6], content deferred, unordered.
+    for active use, content deferred, unordered.
 
     Each is checked by its own rows: its admitting `for:` tag is looked up by the entry, not
     in the pool's (pool, tag) index, so that no plan, with planner statistics or without,
@@ -279,7 +279,7 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
     (hashed once on PostgreSQL, while the set fits in `work_mem`), rather than checked again
     for every closure row that names them. That is one entry row per admitted entry for the
     set, and a closure probe only for the entries that depend on others and pass their own
-    rule [Q4]. For a few entries (by id, a search's candidates, `context`'s windows) the set
+    rule. For a few entries (by id, a search's candidates, `context`'s windows) the set
     costs more than it saves.
     """
     itself = OuterRef("pk")
@@ -301,11 +301,11 @@ def every_visible_entry(*, pool_id: str, reader: Reader, active_only: bool) -> Q
 
 
 def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
-    """Whether `reader` may see any entry of the pool [S2], without reading content.
+    """Whether `reader` may see any entry of the pool, without reading content.
 
     Driven from the rows of the admitting `for:` tags, not from the entries: a query that
     stops at its first match would otherwise walk the pool's entries, and a reader who sees
-    nothing would pay for all of them [Q1]. Compiled once per reader shape [Q4].
+    nothing would pay for all of them. Compiled once per reader shape.
     """
     shape = shape_of(pool_id=pool_id, reader=reader)
 
@@ -320,7 +320,7 @@ def any_visible(*, pool_id: str, reader: Reader, active_only: bool) -> bool:
 
 
 def admitted_within(*, pool_id: str, reader: Reader, room: Any, overhead: int) -> QuerySet[Entry]:
-    """[S1, Q1] The admitted entries for active use whose line (content length plus `overhead`)
+    """The admitted entries for active use whose line (content length plus `overhead`)
     would start within `room` characters if every admitted entry before it were shown, in
     memory order, each with `blocked`: the entries a read that stops at `room` may reach, in
     one statement. Only these are checked; the sort of the admitted entries takes one
@@ -341,15 +341,15 @@ def visible_in_order(
     *, pool_id: str, reader: Reader, active_only: bool
 ) -> Iterator[tuple[str, int]]:
     """(id, content length) of the entries `reader` may see, in memory order, for callers that
-    stop early ([S1] context); read it under the pool's lock [L1].
+    stop early (context); read it under the pool's lock.
 
     Ordering the admitted entries is cheap (one index-only step each); checking their
     dependencies is not. So the admitted entries are read in growing windows and only the
     windows a caller reaches are checked, rather than checking every admitted entry and then
-    sorting what passes [Q1]. The window is admitted already (the pool's lock keeps it so):
+    sorting what passes. The window is admitted already (the pool's lock keeps it so):
     only `blocked` is left to check, in the window's own query; PostgreSQL evaluates it after
     the sort and limit, for the window's rows only. Each window's query is compiled once per
-    reader shape [Q4].
+    reader shape.
     """
     shape = shape_of(pool_id=pool_id, reader=reader)
     # The first window; each next one is twice the one before.
@@ -373,7 +373,7 @@ def visible_in_order(
 
 
 def visible_ids(*, pool_id: str, reader: Reader, ids: list[str], active_only: bool) -> set[str]:
-    """Which of `ids` the reader may see, without reading content [S3, A3]."""
+    """Which of `ids` the reader may see, without reading content."""
     return set(
         visible_entries(pool_id=pool_id, reader=reader, active_only=active_only)
         .filter(id__in=ids)

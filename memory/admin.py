@@ -1,10 +1,10 @@
-"""[O3, O5, O6, X4] Memory in the read-only admin: metadata only, never decrypted content.
+"""[X4] Memory in the read-only admin: metadata only, never decrypted content.
 
 `Entry.content` and `Change.payload` are encrypted: they are left out of every list and page
 (and `ReadOnlyAdmin` defers them in every query). Rows that point at an entry or a change show
 its id as a link, not the related object, so that no page loads — and decrypts — a related row.
 An entry's page lists its tags, sources, evidence rules and exclusions, and explains for a
-person or a channel which clause of the access rule hides it ([O6], `memory.explain`).
+person or a channel which clause of the access rule hides it (`memory.explain`).
 """
 
 from collections.abc import Callable
@@ -54,10 +54,10 @@ def _with_evidence(**lookup: str) -> Q:
     return Q(pk__in=Evidence.objects.filter(**lookup).values("entry_id"))
 
 
-# [O5] The ids an entry is linked to, read from its metadata: which entries a bot, an
+# The ids an entry is linked to, read from its metadata: which entries a bot, an
 # organization, a person, a chat or a channel has to do with.
 ENTRIES_OF: dict[str, Callable[[str], Q]] = {
-    # A linked bot reads its source bot's pool [H4].
+    # A linked bot reads its source bot's pool.
     "bot": lambda bot_id: (
         Q(bot_id=bot_id)
         | Q(bot_id__in=Bot.objects.filter(id=bot_id, source__isnull=False).values("source_id"))
@@ -232,7 +232,7 @@ class EntryAdmin(ReadOnlyAdmin):
         return [explain, *super().get_urls()]
 
     def explain_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """[O6] Why a person (or a channel's group) may or may not see this entry."""
+        """Why a person (or a channel's group) may or may not see this entry."""
         entry = get_object_or_404(self.get_queryset(request), pk=unquote(object_id))
         bots = list(
             Bot.objects.filter(Q(id=entry.bot_id) | Q(source_id=entry.bot_id))

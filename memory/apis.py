@@ -1,6 +1,5 @@
-"""Memory routes [A1–A3, A5, A10, A11]: one ViewSet [A9], thin over memory.selectors and
-memory.services. The purge route [A4] lives in `memorybot.apis`: it also removes the memory
-bot's copies [P4]."""
+"""Memory routes: one ViewSet, thin over memory.selectors and memory.services. The purge
+route lives in `memorybot.apis`: it also removes the memory bot's copies."""
 
 import unicodedata
 from collections.abc import Callable
@@ -74,7 +73,7 @@ class StrictIntegerField(serializers.IntegerField):
     {
         "type": "string",
         "pattern": TOPIC_SHAPE,
-        # [E9] Beyond ASCII the pattern takes any character; the format names the rule that
+        # Beyond ASCII the pattern takes any character; the format names the rule that
         # decides (the schemathesis hooks of CI generate topics by it).
         "format": "topic",
         "maxLength": TOPIC_MAX_LENGTH,
@@ -83,18 +82,18 @@ class StrictIntegerField(serializers.IntegerField):
     }
 )
 class TopicField(StrictCharField):
-    """[E3, E9] A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
+    """A topic; `check_topics` says which are (colon tags belong to OpenBot)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(trim_whitespace=False, **kwargs)
 
 
 class RememberCommand(StrictSerializer):
-    """[A2] Add a pinned entry only you see."""
+    """Add a pinned entry only you see."""
 
     _tag = serializers.ChoiceField(["Remember"], label="_tag")
     # Stripped of surrounding whitespace; the pattern says what is left is not blank (and,
-    # like every string, holds no NUL). [E8] What is left fits the enrichment context.
+    # like every string, holds no NUL). What is left fits the enrichment context.
     content = StrictCharField(
         max_length=REMEMBER_MAX_CONTENT, validators=[RegexValidator(NOT_BLANK)]
     )
@@ -104,14 +103,14 @@ class RememberCommand(StrictSerializer):
 
 
 class ForgetCommand(StrictSerializer):
-    """[A2, P1] Take back your part of an entry."""
+    """Take back your part of an entry."""
 
     _tag = serializers.ChoiceField(["Forget"], label="_tag")
     id = StrictCharField(max_length=40, trim_whitespace=False)
 
 
 class ForgetMineCommand(StrictSerializer):
-    """[D2] Take back your part of every entry you are behind and may see, in one change."""
+    """Take back your part of every entry you are behind and may see, in one change."""
 
     _tag = serializers.ChoiceField(["ForgetMine"], label="_tag")
 
@@ -121,7 +120,7 @@ COMMANDS: dict[str, type[StrictSerializer]] = {
     "Forget": ForgetCommand,
     "ForgetMine": ForgetMineCommand,
 }
-# [A13] A tagged union: `_tag` says which command the object is.
+# A tagged union: `_tag` says which command the object is.
 COMMAND = PolymorphicProxySerializer(
     component_name="MemoryCommand",
     serializers=dict(COMMANDS.items()),
@@ -130,7 +129,7 @@ COMMAND = PolymorphicProxySerializer(
 
 
 def reader_of(caller: Caller, bot: Bot) -> Reader:
-    # [L1] Not `Reader.person`: every selector and service reads the reader's rights again,
+    # Not `Reader.person`: every selector and service reads the reader's rights again,
     # under the pool's lock (`as_of_now`) or in a read's own statement (`as_guessed`), so
     # rights read here would only be read twice.
     return Reader(organization_id=caller.organization.id, person_id=caller.person.id, bot=bot)
@@ -153,7 +152,7 @@ MAX_VERSION = 10**18 - 1
 
 
 def cursor_salt(view: "MemoryViewSet", kind: str) -> str:
-    """[A10] A cursor is signed for one reader and one bot: another's does not open."""
+    """A cursor is signed for one reader and one bot: another's does not open."""
     caller = view.caller
     return f"memory.{kind}.cursor:{view.bot.id}:{caller.organization.id}:{caller.person.id}"
 
@@ -192,7 +191,7 @@ class MemoryBotInput(StrictSerializer):
     instructions = StrictCharField(required=False, allow_blank=True, max_length=10_000)
     concurrency = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=1000)
     budget = BudgetSerializer(required=False, allow_null=True)
-    # [R3] What enrichment offers the model: the newest entries, or those matching the input.
+    # What enrichment offers the model: the newest entries, or those matching the input.
     recall = serializers.ChoiceField(Pool.Recall.values, required=False)
 
 
@@ -209,7 +208,7 @@ CURSOR = OpenApiParameter(
 
 
 class MemoryViewSet(ScopedViewSet):
-    """[A1–A3, A5, A10, A11] A bot's memory as the caller may see it, and its settings."""
+    """A bot's memory as the caller may see it, and its settings."""
 
     permission_classes = [IsAuthenticated, CanReadBot]
     lookup_url_kwarg = "entry_id"
@@ -218,7 +217,7 @@ class MemoryViewSet(ScopedViewSet):
         command = serializers.DictField()
 
     class BodySerializer(StrictSerializer):
-        """What `InputSerializer` and the commands accept, as the schema shows it [A13]."""
+        """What `InputSerializer` and the commands accept, as the schema shows it."""
 
         command = COMMAND
 
@@ -256,10 +255,10 @@ class MemoryViewSet(ScopedViewSet):
         responses={200: MemoryListOutput, **errors(400, 401, 404)},
     )
     def list(self, request: Request, bot_id: str) -> Response:
-        """[A1, A10, V6] Entries for you in your organization, the history included, in memory
-        order [E6]; `tags` keeps entries with all of them. Page with `limit` and `cursor`."""
+        """[A1] Entries for you in your organization, the history included, in memory
+        order; `tags` keeps entries with all of them. Page with `limit` and `cursor`."""
         raw_tags = request.query_params.get("tags", "")
-        # [E9] Topics are stored in NFC: a tag written decomposed finds them too.
+        # Topics are stored in NFC: a tag written decomposed finds them too.
         tags = [unicodedata.normalize("NFC", tag.strip()) for tag in raw_tags.split(",")]
         tags = [tag for tag in tags if tag]
         if len(tags) > 32 or any(len(tag) > 200 for tag in tags):
@@ -306,9 +305,9 @@ class MemoryViewSet(ScopedViewSet):
         },
     )
     def create(self, request: Request, bot_id: str) -> Response:
-        """[A2, P1, D2] `Remember` adds a pinned entry only you see (201); `Forget` takes back
+        """[A2] `Remember` adds a pinned entry only you see (201); `Forget` takes back
         your part of an entry (200), or 409 if it is not for you; `ForgetMine` takes back your
-        part of every entry you are behind and may see, in one change (200). [F9] With an
+        part of every entry you are behind and may see, in one change (200). With an
         `Idempotency-Key`, a retry answers the same and changes nothing."""
         caller, bot = self.caller, self.bot
         outer = self.InputSerializer(data=request.data)
@@ -358,7 +357,7 @@ class MemoryViewSet(ScopedViewSet):
             return EntryOutput(entry_row(entry)).data
 
         def remembered(entry_id: str) -> Any:
-            # [F9] As GET shows it now: a purge or a Forget since reaches the replay too.
+            # As GET shows it now: a purge or a Forget since reaches the replay too.
             entry = entry_for_reader(pool_id=pool_id, reader=reader, entry_id=entry_id)
             if entry is None:
                 raise AnswerGone()
@@ -380,7 +379,7 @@ class MemoryViewSet(ScopedViewSet):
     )
     @action(detail=False, methods=["get"], url_path="log")
     def log(self, request: Request, bot_id: str) -> Response:
-        """[A3, A10] Changes of entries you may see now; a page covers `limit` changes of the
+        """[A3] Changes of entries you may see now; a page covers `limit` changes of the
         log and leaves out those with no id for you, so it may hold fewer."""
         since = query_integer(request, "since", high=MAX_VERSION) or 0
         return self._page(
@@ -403,7 +402,7 @@ class MemoryViewSet(ScopedViewSet):
         permission_classes=[IsAuthenticated, CanWriteBot],
     )
     def bot_settings(self, request: Request, bot_id: str) -> Response:
-        """[A5] The memory bot's settings: write on a bot that is not linked."""
+        """The memory bot's settings: write on a bot that is not linked."""
         return Response(MemoryBotOutput(pool_settings(self.bot.id)).data)
 
     @extend_schema(
@@ -411,7 +410,7 @@ class MemoryViewSet(ScopedViewSet):
     )
     @bot_settings.mapping.patch
     def bot_settings_update(self, request: Request, bot_id: str) -> Response:
-        """[A5] Change the memory bot's settings if `expected` is their version, else 409."""
+        """Change the memory bot's settings if `expected` is their version, else 409."""
         serializer = MemoryBotInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -3,14 +3,14 @@
 For a reader and an entry, walk the entry's source references and report, for the entry and for
 every entry it depends on, the first clause of [V4] that fails there — in this order:
 
-- `excluded`: (a) the reader took their part back (Forget) [P1]; for a channel circle, a current
-  member of the channel did [V10];
+- `excluded`: (a) the reader took their part back (Forget); for a channel circle, a current
+  member of the channel did;
 - `org`: (b) an `org:` tag names another organization;
 - `not_admitted`: (c) no `for:` tag admits the reader;
 - `missing_evidence`: (d) a source item of a fact, or a pinned entry's author, has no evidence;
 - `evidence:<rule>`: (d) the reader does not satisfy that evidence rule now, in the reader's
   organization;
-- `not_active`: (a) the entry itself is retracted (or, in active use [V6], not active); (e) a
+- `not_active`: (a) the entry itself is retracted (or, in active use, not active); (e) a
   source is not active;
 - `missing_source`: (e) a source entry that does not exist (reported on that id, `via` the entry
   naming it), or an observation that names none;
@@ -20,7 +20,7 @@ every entry it depends on, the first clause of [V4] that fails there — in this
 clauses are read from the same metadata that rule reads — tags, source references, evidence,
 exclusions, status and the reader's `for:` tags and rules — and never from derived data, so the
 tests can hold the two to agree: visible exactly when no dependency fails. Nothing here reads
-content [V8].
+content.
 """
 
 from collections import defaultdict
@@ -96,7 +96,7 @@ class Explanation:
 def reader_for(*, bot: Bot, person_id: str | None = None, channel_id: str | None = None) -> Reader:
     """The reader to explain for: a person reading through `bot` (in the bot's organization;
     `explain_entries` reads their rights as of the explanation), or the circle of a channel of
-    that organization [N2]."""
+    that organization."""
     if (person_id is None) == (channel_id is None):
         raise invalid("reader", "give a person or a channel")
     if person_id is not None:
@@ -112,8 +112,8 @@ def reader_for(*, bot: Bot, person_id: str | None = None, channel_id: str | None
 def explain_access(
     *, pool_id: str, reader: Reader, entry_id: str, active_only: bool = False
 ) -> Explanation:
-    """Whether `reader` may see `entry_id`, and the first failing [V4] clause on each entry it
-    depends on; `active_only` is active use [V6], otherwise the history view of GET memory."""
+    """Whether `reader` may see `entry_id`, and the first failing clause of the rule on each
+    entry it depends on; `active_only` is active use, otherwise the history view of GET memory."""
     return explain_entries(
         pool_id=pool_id, reader=reader, entry_ids=[entry_id], active_only=active_only
     )[0]
@@ -123,7 +123,7 @@ def explain_entries(
     *, pool_id: str, reader: Reader, entry_ids: list[str], active_only: bool = False
 ) -> list[Explanation]:
     """`explain_access` for several entries of a pool at once, in one reading of the pool."""
-    with pool_read(pool_id):  # [L1] one consistent view for the answer and its explanation
+    with pool_read(pool_id):  # one consistent view for the answer and its explanation
         reader = reader.as_of_now()
         rows, sources = _dependency_graph(pool_id, set(entry_ids))
         unknown = [entry_id for entry_id in entry_ids if entry_id not in rows]
@@ -224,7 +224,7 @@ def _metadata(
     if reader.person_id is not None:
         exclusions = exclusions.filter(person_id=reader.person_id)
     else:
-        # [V10] A circle: any current member of the channel [H5].
+        # A circle: any current member of the channel.
         members = ChannelMember.objects.filter(channel_id=reader.circle_id).values("person_id")
         exclusions = exclusions.filter(person_id__in=members)
     return tags, evidence, set(exclusions.values_list("entry_id", flat=True))
@@ -243,8 +243,8 @@ def _first_failing(
     excluded: bool,
     on_cycle: bool,
 ) -> str | None:
-    """The first clause of [V4] one entry fails for `reader`, in the order of the module's
-    docstring; None when it passes them all."""
+    """The first clause of the access rule one entry fails for `reader`, in the order of the
+    module's docstring; None when it passes them all."""
     if excluded:
         return "excluded"
     if any(tag.startswith("org:") and tag != f"org:{reader.organization_id}" for tag in tags):
@@ -265,7 +265,7 @@ def _first_failing(
     )
     if unmet:
         return f"evidence:{unmet[0]}"
-    # (a) the entry itself is not retracted, and active in active use [V6]; (e) sources active.
+    # (a) the entry itself is not retracted, and active in active use; (e) sources active.
     if status == Entry.Status.RETRACTED or (
         status != Entry.Status.ACTIVE and (active_only or not root)
     ):

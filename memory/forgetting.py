@@ -1,5 +1,5 @@
-"""Taking memory back: a person's Forget of one entry [P1, V10] or of everything they are
-behind (ForgetMine, [D2]), and an operator's purge by tag [A4, P2]. Each is one change of the
+"""Taking memory back: a person's Forget of one entry or of everything they are behind
+(ForgetMine), and an operator's purge by tag. Each is one change of the
 pool (`memory.services.pool_change`): one transaction under the write lock, one version.
 """
 
@@ -21,11 +21,11 @@ PURGE_KINDS = ("from", "chat", "org", "channel")
 
 
 def entry_forget(*, pool_id: str, reader: Reader, entry_id: str, claim: Claim = UNCLAIMED) -> None:
-    """[P1] Take back the reader's part: retract if they are the only person behind it; [F9]
+    """[P1] Take back the reader's part: retract if they are the only person behind it;
     recorded for the request's `Idempotency-Key` (`claim`) in the same transaction."""
     person_id = reader.person_id
     with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
-        reader = reader.as_of_now()  # [L1] rights as of the lock
+        reader = reader.as_of_now()  # rights as of the lock
         if person_id is None or entry_id not in visible_ids(
             pool_id=pool_id, reader=reader, ids=[entry_id], active_only=False
         ):
@@ -36,7 +36,7 @@ def entry_forget(*, pool_id: str, reader: Reader, entry_id: str, claim: Claim = 
 
 @dataclass(frozen=True)
 class Forgotten:
-    """[D2] What a ForgetMine did: the entries retracted, those the person was excluded from,
+    """What a ForgetMine did: the entries retracted, those the person was excluded from,
     and the pool's version after it (unchanged when there was nothing to forget)."""
 
     retracted: int
@@ -44,7 +44,7 @@ class Forgotten:
     version: int
 
     def resource(self) -> str:
-        """[F9] The answer as an `Idempotency-Key` record keeps it: counts, no content."""
+        """The answer as an `Idempotency-Key` record keeps it: counts, no content."""
         return f"{self.retracted} {self.excluded} {self.version}"
 
     @classmethod
@@ -54,8 +54,8 @@ class Forgotten:
 
 
 def entries_forget_mine(*, pool_id: str, reader: Reader, claim: Claim = UNCLAIMED) -> Forgotten:
-    """[D2] A Forget ([P1], [V10]) of every entry the reader's person is behind and may see
-    now, in one change: one version, one log record [E7]. [F9] Recorded for the request's
+    """[D2] A Forget of every entry the reader's person is behind and may see now, in one
+    change: one version, one log record. Recorded for the request's
     `Idempotency-Key` (`claim`) in the same transaction."""
     person_id = reader.person_id
     if person_id is None:
@@ -64,10 +64,10 @@ def entries_forget_mine(*, pool_id: str, reader: Reader, claim: Claim = UNCLAIME
     # as it ends, so that the answer with its version is recorded in the change's transaction.
     with transaction.atomic():
         with pool_change(pool_id=pool_id, by=Change.By.PERSON) as change:
-            reader = reader.as_of_now()  # [L1] rights as of the lock
+            reader = reader.as_of_now()  # rights as of the lock
             # The access rule says what they may see (the history view, as a single Forget);
             # among it, the candidates are the entries tagged `from:` them and pinned ones
-            # (their own [V2]): `_people_behind` decides who is behind each.
+            # (their own): `_people_behind` decides who is behind each.
             tagged = EntryTag.objects.filter(entry_id=OuterRef("pk"), tag=f"from:{person_id}")
             candidates = list(
                 visible_entries(pool_id=pool_id, reader=reader, active_only=False)
@@ -87,7 +87,7 @@ def entries_forget_mine(*, pool_id: str, reader: Reader, claim: Claim = UNCLAIME
 
 
 def _people_behind(entry_ids: list[str]) -> dict[str, set[str]]:
-    """[P1] The people behind each entry: its `from:` people, and the author of a pinned one."""
+    """The people behind each entry: its `from:` people, and the author of a pinned one."""
     people: dict[str, set[str]] = {entry_id: set() for entry_id in entry_ids}
     for batch in graph.id_batches(entry_ids):
         tags = EntryTag.objects.filter(entry_id__in=batch, kind="from")
@@ -102,7 +102,7 @@ def _people_behind(entry_ids: list[str]) -> dict[str, set[str]]:
 def _forget_in(
     change: PoolChange, *, person_id: str, people: dict[str, set[str]]
 ) -> tuple[int, int]:
-    """[P1] Take back the person's part of each entry of `people` (entries they may see, with
+    """Take back the person's part of each entry of `people` (entries they may see, with
     the people behind each, `_people_behind`): an entry they alone are behind is retracted;
     from any other, `from:P` and `for:person:P` go and P is excluded privately, so it stays for
     the others. Returns how many were retracted and how many P was excluded from."""
@@ -127,7 +127,7 @@ def _forget_in(
 
 
 def purge_tag_check(tag: str) -> None:
-    """[A4] Only a from:, chat:, org: or channel: tag with a value can be purged."""
+    """Only a from:, chat:, org: or channel: tag with a value can be purged."""
     if tag_kind(tag) not in PURGE_KINDS or tag.endswith(":"):
         raise invalid("tag", "must be a from:, chat:, org: or channel: tag")
 
@@ -135,7 +135,7 @@ def purge_tag_check(tag: str) -> None:
 def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
     """[A4, P2] Delete every entry with `tag` without reading content, with their evidence
     and log payloads; observations derived from them carry the tag and go too. Returns the
-    ids removed, so the caller can remove the copies other apps hold [P4]."""
+    ids removed, so the caller can remove the copies other apps hold."""
     purge_tag_check(tag)
     pool_id = change.pool_id
     entry_ids = set(
@@ -155,8 +155,8 @@ def pool_purge_in(change: PoolChange, *, tag: str) -> set[str]:
 
 
 def pool_purge(*, pool_id: str, tag: str) -> int:
-    """[A4, P2] Purge the pool's entries with `tag`; the count removed. Memory's part only:
+    """Purge the pool's entries with `tag`; the count removed. Memory's part only:
     `memorybot.purge.memory_purge` (the route and the command) also removes the copies the
-    memory bot's records hold [P4]."""
+    memory bot's records hold."""
     with pool_change(pool_id=pool_id, by=Change.By.PERSON, always=True) as change:
         return len(pool_purge_in(change, tag=tag))

@@ -1,13 +1,13 @@
 """Derived access data, kept on write so reads never walk graphs (SPEC appendix, [L2]).
 
 - `Closure`: the entry and every existing entry it depends on, through source references.
-- `Entry.intact`: the entry's own part of [V4](d, e) — it carries evidence, every source entry
+- `Entry.intact`: the entry's own part of soundness — it carries evidence, every source entry
   it names exists in the pool, and it is on no cycle of source references.
 - `Entry.blockers`: how many entries of its closure keep it from being sound — itself if not
-  intact, another entry if not intact or not active [V6]; `Entry.sound` is `blockers == 0`.
+  intact, another entry if not intact or not active; `Entry.sound` is `blockers == 0`.
 
 A status change leaves the closure as it is: the entry blocks its dependents or stops blocking
-them, so their counts move by one in a single set-based update, however many there are [L2].
+them, so their counts move by one in a single set-based update, however many there are.
 Structural changes (new entries, imports, purges) recompute the closure of the entries they
 touch and of those depending on them with one recursive query, then count again.
 """
@@ -42,7 +42,7 @@ DELETE_BATCH = 500
 
 
 def _intact_sql() -> str:
-    """SQL: [V4](d, e) the own part of soundness of the entry-table row being updated; cycles
+    """SQL: the own part of soundness of the entry-table row being updated; cycles
     are read from the closure of its sources."""
     row = _ENTRY
     named = (
@@ -53,7 +53,7 @@ def _intact_sql() -> str:
         f"SELECT 1 FROM {_EVIDENCE} v WHERE v.entry_id = s.entry_id"
         " AND v.chat_id = s.chat_id AND v.item_seq = s.item_seq"
     )
-    # [V4](d) A pinned entry its own rule; a fact one rule per source item; an observation
+    # Evidence: a pinned entry its own rule; a fact one rule per source item; an observation
     # the evidence of its sources.
     carries_evidence = (
         f"CASE {row}.layer"
@@ -64,7 +64,7 @@ def _intact_sql() -> str:
         f" WHEN '{Entry.Layer.OBSERVATION}' THEN EXISTS ({named})"
         " ELSE FALSE END"
     )
-    # [V4](e) A named source that is not in this pool is missing; one that depends on the
+    # A named source that is not in this pool is missing; one that depends on the
     # entry closes a cycle.
     present = f"SELECT 1 FROM {row} x WHERE x.id = s.source_entry_id AND x.bot_id = {row}.bot_id"
     cycle = (
@@ -89,7 +89,7 @@ def _blockers_sql() -> str:
 
 
 def status_changing(*, pool_id: str, entry_id: str, status: str) -> None:
-    """[L2, V6] Before `entry_id` takes `status`: if it goes from active to not, or back, its
+    """Before `entry_id` takes `status`: if it goes from active to not, or back, its
     dependents' counts move by one. An entry that is not intact blocks them either way."""
     rows = Entry.objects.filter(bot_id=pool_id, id=entry_id).values_list("status", "intact")
     before = rows.first()
@@ -177,7 +177,7 @@ def refresh(*, pool_id: str, changed_ids: Iterable[str]) -> None:
 
 
 def refresh_new(*, pool_id: str, entry_id: str) -> None:
-    """[Q4] `refresh` of a new entry that names no entry as a source, in two statements: its
+    """`refresh` of a new entry that names no entry as a source, in two statements: its
     closure is itself, and nothing depends on it (its id was just made), so it blocks itself
     exactly when it is not intact."""
     Closure.objects.create(entry_id=entry_id, ancestor_id=entry_id)
@@ -200,7 +200,7 @@ def id_batches(ids: list[str]) -> Iterator[list[str]]:
 
 
 def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
-    """[A4, L2] Delete the pool's `entry_ids` and the rows that hang on them, one statement per
+    """Delete the pool's `entry_ids` and the rows that hang on them, one statement per
     table and batch of ids: no row is loaded into Python (Django's delete collector loads the
     entries and deletes them a hundred at a time), no content is read.
 
@@ -221,7 +221,7 @@ def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
 
 
 def closure_discard(entry_ids: list[str]) -> None:
-    """[L2] Delete the closure rows of deleted entries, a few entries' rows per statement
+    """Delete the closure rows of deleted entries, a few entries' rows per statement
     (each its own transaction), none under the pool's lock. Only rows whose entry does not
     exist: an import may have brought an id back meanwhile, and its refresh wrote its rows."""
     for start in range(0, len(entry_ids), DISCARD_ENTRIES):
@@ -232,18 +232,18 @@ def closure_discard(entry_ids: list[str]) -> None:
 
 @dataclass(frozen=True)
 class ImportLimits:
-    """[L2] What one committed batch of an import may hold: entries, and closure rows."""
+    """What one committed batch of an import may hold: entries, and closure rows."""
 
     entries: int = 100
     closure_rows: int = 5_000
 
 
 def import_batches(*, sources: dict[str, list[str]], limits: ImportLimits) -> list[list[str]]:
-    """[L2] The batches an import commits in, in order: every entry after the imported entries
+    """The batches an import commits in, in order: every entry after the imported entries
     it names, each cycle within one batch, within `limits` (a cycle larger than them alone).
 
     So a batch never names an entry of a later batch: until that batch commits, an entry
-    naming it names a missing source and stays hidden [V4](e), and a reader between two
+    naming it names a missing source and stays hidden, and a reader between two
     batches sees a pool the access rule holds for. Closure sizes are estimated from above.
     """
     outside = {source for named in sources.values() for source in named} - set(sources)

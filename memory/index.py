@@ -1,4 +1,4 @@
-"""[R2] Writing the term index: the hashed terms of entries, written in the same transaction as
+"""Writing the term index: the hashed terms of entries, written in the same transaction as
 the entries, and re-keyed by `manage.py reindex` after the index key changed."""
 
 from collections import defaultdict
@@ -28,7 +28,7 @@ def _rows(bot_id: str, entry_id: str, content: str) -> list[EntryTerm]:
 
 
 def entries_index(*, bot_id: str, entries: Iterable[tuple[str, str]]) -> None:
-    """[R2] Index new entries, given as (id, content), of `bot_id`'s pool; the caller's
+    """Index new entries, given as (id, content), of `bot_id`'s pool; the caller's
     transaction writes them with the entries."""
     EntryTerm.objects.bulk_create(
         [row for entry_id, content in entries for row in _rows(bot_id, entry_id, content)],
@@ -37,7 +37,7 @@ def entries_index(*, bot_id: str, entries: Iterable[tuple[str, str]]) -> None:
 
 
 def entries_reindex(*, bot_id: str, entries: list[tuple[str, str]]) -> None:
-    """[R2, K5] Replace the index rows and the content keys of `entries` (id, content) with
+    """Replace the index rows and the content keys of `entries` (id, content) with
     those under the current key."""
     EntryTerm.objects.filter(entry_id__in=[entry_id for entry_id, _ in entries]).delete()
     entries_index(bot_id=bot_id, entries=entries)
@@ -52,15 +52,15 @@ def entries_reindex(*, bot_id: str, entries: list[tuple[str, str]]) -> None:
 
 @dataclass(frozen=True)
 class Reindexed:
-    """What `index_rekey` did: entries re-keyed, and entries whose content no key opens [X5]."""
+    """What `index_rekey` did: entries re-keyed, and entries whose content no key opens."""
 
     reindexed: int
     unreadable: list[str]
 
 
 def index_rekey(*, batch_size: int, progress: Callable[[int, int], None]) -> Reindexed:
-    """[R2] Rewrite every entry's index rows under the current index key, in batches by id;
-    each batch holds its pool's write lock [L1] so that no entry changes or goes under it.
+    """Rewrite every entry's index rows under the current index key, in batches by id;
+    each batch holds its pool's write lock so that no entry changes or goes under it.
     `progress(done, total)` is called after each batch."""
     total = Entry.objects.count()
     done, reindexed, unreadable = 0, 0, []

@@ -1,14 +1,14 @@
-"""[W6, W7, V2–V5] Learned changes: the write side of the access rule.
+"""Learned changes: the write side of the access rule.
 
 The memory bot proposes changes; this module alone decides what they become. It takes the
 proposals and the evidence as plain data (the items of the range still to learn, with their
 seq, kind and turn person; the chat, its channel and organization; what the bot said) and
 builds every OpenBot-owned tag (`from:`, `for:`, `org:`, `chat:`, `channel:`, `app:`) and
 evidence row itself [W7]. A proposal may only name sources the run's reader may use now [W6],
-and an observation only an audience every source allows [V5]; anything else is refused with
+and an observation only an audience every source allows; anything else is refused with
 a reason code, never applied in part. Memory never reads chats: the caller hands the items in.
 
-What is learned stays what people stated, once [K5, K6]: content that addresses the assistant
+What is learned stays what people stated, once: content that addresses the assistant
 with instructions is refused (`instruction_like`, `memory.notes`), and a fact equal after
 normalization to an active entry with the same people, audience and organization (`from:`,
 `for:`, `org:` tags) that the run's reader may see is not added again: it is refused as
@@ -45,9 +45,9 @@ SOURCE_KINDS = frozenset({PERSON, TOOL_RESULT, NOTICE})
 # The OpenBot-owned tags an observation carries over from its sources, so purge reaches it.
 INHERITED_KINDS = ("from", "org", "chat", "channel", "app")
 ITEM_ID = re.compile(r"i-([0-9]{1,9})")
-# [K5] The tags that say whose an entry is and who reads it: equal entries share all of them.
+# The tags that say whose an entry is and who reads it: equal entries share all of them.
 OWNER_KINDS = frozenset({"from", "for", "org"})
-# Why a proposed change was refused: the codes a run records [W7, K5, K6].
+# Why a proposed change was refused: the codes a run records.
 REFUSAL_CODES = (
     "not_a_change",
     "unknown_change",
@@ -80,7 +80,7 @@ class ChatPlace:
     channel_id: str | None = None
 
     def rule_for(self, person_id: str | None) -> str:
-        """[V2, V3] The access rule of an item said here by `person_id`: the channel of a
+        """[V2] The access rule of an item said here by `person_id`: the channel of a
         group chat, else the person (the chat's owner for an item no person said)."""
         if self.channel_id is not None:
             return f"channel:{self.channel_id}"
@@ -95,9 +95,9 @@ class SourceItem:
     kind: str
     # The person of the item's turn; None for an item of no person's turn.
     person_id: str | None = None
-    # [E3] For a tool result: the tool (else the app) it came from.
+    # For a tool result: the tool (else the app) it came from.
     tool: str | None = None
-    # [D4] False for an item of a person who opted out, or of a channel with learning off.
+    # False for an item of a person who opted out, or of a channel with learning off.
     learnable: bool = True
 
 
@@ -110,14 +110,14 @@ class LearningRange:
     first_seq: int
     last_seq: int
     items: Sequence[SourceItem]
-    # [W1] The bot's words (its confessions and messages): a change that is only those words
+    # The bot's words (its confessions and messages): a change that is only those words
     # is refused.
     bot_words: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """A proposed change that was not applied: its index in the proposals and why [W7]."""
+    """A proposed change that was not applied: its index in the proposals and why."""
 
     change: int
     reason: str
@@ -141,9 +141,9 @@ class _Learning:
 def learned_changes_apply_in(
     change: PoolChange, *, proposals: Sequence[Any], within: LearningRange, reader: Reader
 ) -> list[Refusal]:
-    """[W6, W7] Apply each proposed change that may be applied, each on its own or not at
+    """Apply each proposed change that may be applied, each on its own or not at
     all, inside the caller's `pool_change`; returns the refusals. `reader` is who the run
-    learns for; their rights are read again here, under the pool's write lock [L1]."""
+    learns for; their rights are read again here, under the pool's write lock."""
     state = _Learning(
         change=change,
         within=within,
@@ -169,7 +169,7 @@ def fact_create_in(
     content: str,
     topics: Sequence[str] = (),
 ) -> Entry:
-    """[V2, V3, W7] A fact from `items` of one chat, with the tags and evidence OpenBot
+    """A fact from `items` of one chat, with the tags and evidence OpenBot
     derives (`fact_tags`)."""
     items = sorted(items, key=lambda item: item.seq)
     tags, evidence = fact_tags(place=place, items=items)
@@ -186,7 +186,7 @@ def fact_create_in(
 def fact_tags(
     *, place: ChatPlace, items: Sequence[SourceItem]
 ) -> tuple[list[str], list[ItemEvidence]]:
-    """[V2, V3, W7] The OpenBot-owned tags and the evidence of a fact from `items`: `from:`
+    """The OpenBot-owned tags and the evidence of a fact from `items`: `from:`
     each person who said one, `app:` each tool result's tool, `for:` the rule of each item,
     the organization, chat and channel."""
     tags: list[str] = []
@@ -195,7 +195,7 @@ def fact_tags(
         if item.kind == PERSON:
             tags.append(f"from:{item.person_id}")
         if item.kind == TOOL_RESULT and item.tool:
-            tags.append(f"app:{item.tool}")  # [E3] `app:<tool>`
+            tags.append(f"app:{item.tool}")
         evidence.append(
             ItemEvidence(
                 chat_id=place.chat_id,
@@ -220,7 +220,7 @@ def observation_create_in(
     confidence: float,
     topics: Sequence[str] = (),
 ) -> Entry:
-    """[W7, V5] An observation over `source_ids` for `audience` (its `for:` tags), carrying
+    """An observation over `source_ids` for `audience` (its `for:` tags), carrying
     the `from:`, `org:`, `chat:`, `channel:`, `app:` tags of all its sources so purge
     reaches it. Whether the audience is allowed is the caller's to check."""
     inherited = (
@@ -269,7 +269,7 @@ def _words(text: str) -> str:
 
 
 def _topics(value: Any) -> list[str]:
-    """[E3, E9, W7] Topics only, in NFC: colon tags and bad topics are refused."""
+    """Topics only, in NFC: colon tags and bad topics are refused."""
     if not isinstance(value, list) or not all(isinstance(topic, str) for topic in value):
         raise Refused("bad_topic")
     if any(":" in topic for topic in value):
@@ -285,9 +285,9 @@ def _content(state: _Learning, proposed: dict[str, Any]) -> str:
     if not isinstance(content, str) or not content.strip() or len(content) > MAX_CONTENT:
         raise Refused("bad_content")
     if _words(content) in state.bot_words:
-        raise Refused("bot_words_as_content")  # [W1] they point; they never become memory
+        raise Refused("bot_words_as_content")  # the bot's words point; they never become memory
     if instruction_like(content):
-        raise Refused("instruction_like")  # [K6] memory is data, never instructions
+        raise Refused("instruction_like")  # memory is data, never instructions
     return content.strip()
 
 
@@ -314,7 +314,7 @@ def _refuse_duplicate(state: _Learning, content: str, tags: Sequence[str]) -> No
 
 
 def _visible_entry(state: _Learning, entry_id: Any) -> str:
-    """[W6, V7] An entry the run's reader may use now: active, visible, newest state."""
+    """An entry the run's reader may use now: active, visible, newest state."""
     if not isinstance(entry_id, str) or not visible_ids(
         pool_id=state.change.pool_id, reader=state.reader, ids=[entry_id], active_only=True
     ):
@@ -323,7 +323,7 @@ def _visible_entry(state: _Learning, entry_id: Any) -> str:
 
 
 def _add_fact(state: _Learning, proposed: dict[str, Any]) -> None:
-    """[W7] A fact: its sources are items of the range still to learn, among them a
+    """A fact: its sources are items of the range still to learn, among them a
     person's; OpenBot builds its tags and evidence from the items' stored metadata."""
     content, topics = _content(state, proposed), _topics(proposed.get("topics", []))
     sources = proposed.get("sources")
@@ -346,7 +346,7 @@ def _add_fact(state: _Learning, proposed: dict[str, Any]) -> None:
     if len(items) != len(seqs):
         raise Refused("source_missing")
     if any(item.kind not in SOURCE_KINDS for item in items):
-        raise Refused("bot_words_as_source")  # [W1] the bot's words never become memory
+        raise Refused("bot_words_as_source")  # the bot's words never become memory
     if not all(item.learnable for item in items):
         raise Refused("not_learnable")  # [D4] "don't learn from me", or the channel's say
     people = [item.person_id for item in items if item.kind == PERSON]
@@ -358,7 +358,7 @@ def _add_fact(state: _Learning, proposed: dict[str, Any]) -> None:
 
 
 def _add_observation(state: _Learning, proposed: dict[str, Any]) -> None:
-    """[W7, V5] An observation over entries the run's reader may see, for an audience every
+    """An observation over entries the run's reader may see, for an audience every
     source allows: the `for:` tags all sources share, else the reader's own."""
     content, topics = _content(state, proposed), _topics(proposed.get("topics", []))
     confidence = proposed.get("confidence")
@@ -381,7 +381,7 @@ def _add_observation(state: _Learning, proposed: dict[str, Any]) -> None:
         raise Refused("source_not_visible")
     audience = _audience(state, proposed.get("audience"), ids)
     if not all(audience_allowed(source_ids=ids, audience=tag) for tag in audience):
-        raise Refused("audience_too_wide")  # [V5]
+        raise Refused("audience_too_wide")
     observation_create_in(
         state.change,
         source_ids=ids,

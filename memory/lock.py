@@ -38,7 +38,7 @@ def pool_key(pool_id: str) -> str:
 
 
 def shared_in_statement(key: str) -> Value | RawSQL:
-    """[L1] A column that takes the pool's lock shared unless a change holds it, and tells
+    """A column that takes the pool's lock shared unless a change holds it, and tells
     whether it did; `key` is `pool_key` or a compiled query's stand-in for it.
 
     For a read of one statement. Its one snapshot is what keeps old rights from mixing with

@@ -1,15 +1,15 @@
 """The memory pool of a bot: entries, tags, sources, evidence, exclusions, versions [E1–E7].
 
-What the access rule [V4] reads is plain, indexed metadata (tags, source references, evidence,
+What the access rule reads is plain, indexed metadata (tags, source references, evidence,
 exclusions, the derived `Closure`/`sound`, and what an entry's own row holds of its sources,
 `org:` tags and evidence); content is encrypted and read only for the entries a response
-returns [V8].
+returns.
 
 The rows that hang on an entry (its tags, sources, evidence, exclusions, terms and closure)
 have no foreign-key constraint in the database: `memory.graph.entries_delete` deletes them with
 their entry, and Django's cascade does elsewhere. A purge deletes a thousand entries under the
 pool's lock, and the database's check of every such constraint for every deleted entry at
-commit was a third of that hold [F5].
+commit was a third of that hold.
 """
 
 from django.db import models
@@ -28,7 +28,7 @@ SCOPE_MANY = "*"
 
 
 class Pool(models.Model):
-    """One per bot that is not linked: the pool version [E7] and memory-bot settings [A5]."""
+    """One per bot that is not linked: the pool version and memory-bot settings."""
 
     class Period(models.TextChoices):
         DAY = "day"
@@ -45,8 +45,8 @@ class Pool(models.Model):
     concurrency = models.PositiveIntegerField(null=True, blank=True)
     budget_period = models.CharField(max_length=5, choices=Period.choices, null=True, blank=True)
     budget_limit_micros = models.BigIntegerField(null=True, blank=True)
-    # [R3] What enrichment offers the model: the newest entries [S1], or those that match
-    # the person's input [R1].
+    # What enrichment offers the model: the newest entries, or those that match the
+    # person's input.
     recall = models.CharField(max_length=8, choices=Recall.choices, default=Recall.RECENT)
 
     def __str__(self) -> str:
@@ -68,26 +68,26 @@ class Entry(models.Model):
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
     layer = models.CharField(max_length=12, choices=Layer.choices)
     content = EncryptedTextField()
-    # [S1] The plain-text length, so `context` knows what fits without decrypting.
+    # The plain-text length, so `context` knows what fits without decrypting.
     content_length = models.IntegerField()
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
     created_at = models.BigIntegerField()
     updated_at = models.BigIntegerField()
     invalidated_at = models.BigIntegerField(null=True, blank=True)
     confidence = models.FloatField(null=True, blank=True)
-    # [E6] 0 for pinned, 1 otherwise: memory order is (rank, updatedAt desc, id).
+    # 0 for pinned, 1 otherwise: memory order is (rank, updatedAt desc, id).
     rank = models.SmallIntegerField()
-    # Derived on write by memory.graph [V4](d, e): the entry's own part of soundness — it
+    # Derived on write by memory.graph: the entry's own part of soundness — it
     # carries evidence, every source entry it names exists in the pool, it is on no cycle.
     intact = models.BooleanField(default=False)
     # Derived on write by memory.graph: how many entries of its `Closure` keep it from being
-    # sound — itself if not intact; another entry if not intact or not active [V6]. A status
-    # change moves the count of its dependents by one, in one set-based update [L2].
+    # sound — itself if not intact; another entry if not intact or not active. A status
+    # change moves the count of its dependents by one, in one set-based update.
     blockers = models.IntegerField(default=1)
     # Derived on write: `blockers == 0` — every reachable source exists, is active, carries
     # evidence, and no cycle is reachable.
     sound = models.BooleanField(default=False)
-    # [V4](b, d, e) What the access rule reads in the entry's own row [Q4], written with the
+    # What the access rule reads in the entry's own row, written with the
     # entry (`memory.services.row_access`; none of it changes after): whether it names a source
     # entry (if not, its `Closure` is itself alone); the one organization its `org:` tags name;
     # its one evidence rule as "<organization> <rule>". '' for none, `SCOPE_MANY` for several.
@@ -96,7 +96,7 @@ class Entry(models.Model):
     depends = models.BooleanField(default=True, db_default=True)
     org_scope = models.CharField(max_length=200, default=SCOPE_MANY, db_default=SCOPE_MANY)
     rule_scope = models.CharField(max_length=120, default=SCOPE_MANY, db_default=SCOPE_MANY)
-    # [K5] The keyed hash of the normalized content (`memory.notes.content_key`): learning
+    # The keyed hash of the normalized content (`memory.notes.content_key`): learning
     # finds an equal note without decrypting; '' for entries written before it (`manage.py
     # reindex` fills it in).
     content_key = models.CharField(max_length=32, blank=True, default="", db_default="")
@@ -104,7 +104,7 @@ class Entry(models.Model):
     class Meta:
         verbose_name_plural = "entries"
         indexes = [
-            # [Q1] Reads start from the entries whose `for:` tag admits the reader and order
+            # Reads start from the entries whose `for:` tag admits the reader and order
             # those; this index serves that step index-only (the memory order key and what
             # the access rule filters on). There is deliberately no index that walks a whole
             # pool in memory order: the planner would walk it past entries the reader may not
@@ -113,7 +113,7 @@ class Entry(models.Model):
                 fields=["id", "bot", "sound", "status", "rank", "updated_at", "content_length"],
                 name="entry_admitted_order",
             ),
-            # [K5] Learning looks up an equal note by its key.
+            # Learning looks up an equal note by its key.
             models.Index(fields=["content_key"], name="entry_by_content_key"),
         ]
 
@@ -122,14 +122,14 @@ class Entry(models.Model):
 
 
 class EntryTag(models.Model):
-    """[E3] One tag of an entry; `kind` is the part before the first colon, or `topic`."""
+    """One tag of an entry; `kind` is the part before the first colon, or `topic`."""
 
     entry = models.ForeignKey(
         Entry, on_delete=models.CASCADE, related_name="tag_rows", db_constraint=False
     )
     # Indexed by `tag_by_pool`. An index on the pool alone would be redundant, and SQLite,
     # without statistics, took it for an entry's admitting tag: every tag row of the pool read
-    # for every entry listed [R7].
+    # for every entry listed.
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
     tag = models.CharField(max_length=200)
     kind = models.CharField(max_length=10)
@@ -138,7 +138,7 @@ class EntryTag(models.Model):
         constraints = [models.UniqueConstraint(fields=["entry", "tag"], name="one_tag_per_entry")]
         indexes = [
             models.Index(fields=["bot", "tag"], name="tag_by_pool"),
-            # [Q1] The access rule asks an entry's tags by kind (`org:`, `for:`), index-only.
+            # The access rule asks an entry's tags by kind (`org:`, `for:`), index-only.
             models.Index(fields=["entry", "kind", "tag"], name="tag_by_entry_kind"),
         ]
 
@@ -150,7 +150,7 @@ class EntrySource(models.Model):
     """[E2] A source: an item (`chat_id`, `item_seq`) for a fact, an entry for an observation.
 
     `source_entry_id` is not a foreign key: a source may be missing (purged, or never imported),
-    which hides the entry [V4](e).
+    which hides the entry.
     """
 
     # Indexed by `source_by_entry`.
@@ -168,7 +168,7 @@ class EntrySource(models.Model):
 
     class Meta:
         indexes = [
-            # [Q1] The sources of the entries in a response, read index-only.
+            # The sources of the entries in a response, read index-only.
             models.Index(
                 fields=["entry", "position", "chat_id", "item_seq", "source_entry_id"],
                 name="source_by_entry",
@@ -199,14 +199,14 @@ class Evidence(models.Model):
     class Meta:
         verbose_name_plural = "evidence"
         constraints = [
-            # [V3] One access rule per source item of an entry. (That runs never apply the
-            # same item twice [W4] is kept by the chat's read position, locked at apply.)
+            # One access rule per source item of an entry. (That runs never apply the
+            # same item twice is kept by the chat's read position, locked at apply.)
             models.UniqueConstraint(
                 fields=["entry", "chat_id", "item_seq"], name="one_evidence_per_item"
             )
         ]
         indexes = [
-            # [Q1] The access rule reads an entry's rules and organizations index-only.
+            # The access rule reads an entry's rules and organizations index-only.
             models.Index(fields=["entry", "organization_id", "rule"], name="evidence_by_entry"),
         ]
 
@@ -217,7 +217,7 @@ class Evidence(models.Model):
 class Closure(models.Model):
     """Derived: `entry` depends on `ancestor` (itself included), through source references."""
 
-    # [L2] Derived rows, written by memory.graph with their entry. A deep entry has a row
+    # Derived rows, written by memory.graph with their entry. A deep entry has a row
     # per ancestor: a constraint's check of each at commit would double what writing them
     # holds the lock for. Indexed by `one_closure_row`, which leads with the entry.
     entry = models.ForeignKey(
@@ -235,7 +235,7 @@ class Closure(models.Model):
 
 
 class Exclusion(models.Model):
-    """[P1] A person who took back their part of an entry; kept private."""
+    """A person who took back their part of an entry; kept private."""
 
     entry = models.ForeignKey(
         Entry, on_delete=models.CASCADE, related_name="+", db_constraint=False
@@ -286,7 +286,7 @@ class ChangeEntry(models.Model):
 
 
 class EntryTerm(models.Model):
-    """[R2] One term of an entry's content, as a keyed hash (memory.terms), with what BM25
+    """One term of an entry's content, as a keyed hash (memory.terms), with what BM25
     needs: how often the term occurs in the entry and the entry's length in terms. Written
     with the entry, deleted with it by the cascade."""
 
@@ -302,7 +302,7 @@ class EntryTerm(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["entry", "term"], name="one_term_per_entry")]
         indexes = [
-            # [R1] Search starts from the entries that hold a query term, index-only.
+            # Search starts from the entries that hold a query term, index-only.
             models.Index(
                 fields=["bot", "term", "entry", "frequency", "length"], name="term_by_bot"
             ),
@@ -313,7 +313,7 @@ class EntryTerm(models.Model):
 
 
 class EntryVector(models.Model):
-    """[R6] The meaning of an entry's content (memory.meaning), encrypted like content: a
+    """The meaning of an entry's content (memory.meaning), encrypted like content: a
     vector can be inverted to approximate its text. Written by the worker after the entry
     (memory.vectors), deleted with the entry's other rows by every purge."""
 

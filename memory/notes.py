@@ -4,15 +4,15 @@
   stating something about people — overriding what it was told ("ignore previous
   instructions", "ignoriere alle vorherigen Anweisungen"), standing orders ("from now on,
   always …", "ab jetzt immer …"), asking for its instructions ("reveal your system prompt"),
-  chat role markers ("system:", "assistant:") and chat-template tokens. Learning refuses it
-  [K6]. A fixed list of English and German patterns: it catches the common forms, not every
+  chat role markers ("system:", "assistant:") and chat-template tokens. Learning refuses it.
+  A fixed list of English and German patterns: it catches the common forms, not every
   way of saying it; what it misses is still replayed only as a quoted note.
 - `content_key`: the normalized content (case folded, punctuation and spacing dropped, the
   English contractions of person forms spelled out: "I'm" is "i am") as HMAC-SHA256 under the
   index key, with the pool's id, cut to 128 bits. Stored in the entry's plain row so learning
-  finds an equal note without decrypting the pool [K5]. It reveals equality only: which
+  finds an equal note without decrypting the pool. It reveals equality only: which
   entries of one pool say the same after normalization (not across pools); with the index key
-  someone could confirm a guessed content, as with the search index's terms [R2].
+  someone could confirm a guessed content, as with the search index's terms.
 """
 
 import hashlib
@@ -62,7 +62,7 @@ _INSTRUCTIONS = tuple(
 
 
 def instruction_like(text: str) -> bool:
-    """[K6] Whether `text` addresses the assistant with instructions (see the module)."""
+    """Whether `text` addresses the assistant with instructions (see the module)."""
     folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
     return any(pattern.search(folded) for pattern in _INSTRUCTIONS)
 
@@ -81,7 +81,7 @@ _NOT_A_WORD = re.compile(r"[\W_]+")
 
 
 def normalized(text: str) -> str:
-    """[K5] `text` as compared for equality: case folded, person forms spelled out, words only,
+    """`text` as compared for equality: case folded, person forms spelled out, words only,
     single spaces."""
     folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
     for contraction, spelled in _CONTRACTIONS:
@@ -90,6 +90,6 @@ def normalized(text: str) -> str:
 
 
 def content_key(*, pool_id: str, content: str) -> str:
-    """[K5] The stored key of `content` in `pool_id`'s pool (see the module)."""
+    """The stored key of `content` in `pool_id`'s pool (see the module)."""
     message = f"content\0{pool_id}\0{normalized(content)}".encode()
     return hmac.new(index_key(), message, hashlib.sha256).hexdigest()[:32]

@@ -1,18 +1,18 @@
-"""[R1] Relevance inside the access rule: BM25 over the hashed terms [R2], in one SQL query.
+"""[R1] Relevance inside the access rule: BM25 over the hashed terms, in one SQL query.
 
 The candidates are the entries the one access rule (`memory.access.visible_among`) lets the
 reader see for active use and that hold a query term, a subquery of the scoring statement:
 found from the reader's admitting tag rows and the query's term rows, both read from their
 indexes once. The cost grows with the matching entries the reader is admitted to, not with
 the pool, whether or not the tables have planner statistics [R7]. No content is decrypted
-here; for meaning [R6], the vectors of the entries the reader may see are (`hybrid_ranked`).
+here; for meaning, the vectors of the entries the reader may see are (`hybrid_ranked`).
 
 Scoring is Lucene's BM25 (`BM25Similarity`, k1 = 1.2, b = 0.75):
 `idf · tf / (tf + k1 · (1 − b + b · dl / avgdl))` with `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`
 summed over the query's terms. Lucene takes N, df and avgdl over the whole index; here they are
 taken over what the reader may see — N over the entries whose `for:` tag admits them,
 df and avgdl over the matching entries they may see — so a score says nothing about entries
-hidden from the reader. Equal scores (rounded to 6 places) keep memory order [E6].
+hidden from the reader. Equal scores (rounded to 6 places) keep memory order.
 """
 
 from typing import Any
@@ -31,7 +31,7 @@ from openbot.fields import readable_rows, sealed_values
 
 K1 = 1.2
 B = 0.75
-# [R6] Fusing BM25 with meaning (`hybrid_ranked`), and the cosine from which an entry is
+# Fusing BM25 with meaning (`hybrid_ranked`), and the cosine from which an entry is
 # close in meaning: chosen on the R5 conversations (docs/benchmarks.md, "R5 Recall on
 # conversations"). BM25's first CANDIDATES (at least) are fused.
 LEXICAL_WEIGHT = 0.35
@@ -44,14 +44,14 @@ def ranked(
     *, pool_id: str, reader: Reader, terms: list[str], limit: int | None = None
 ) -> list[tuple[str, float, int]]:
     """(id, score, content length) of the active entries `reader` may see that hold one of
-    `terms`, most relevant first, at most `limit`; read it under the pool's lock [L1].
+    `terms`, most relevant first, at most `limit`; read it under the pool's lock.
 
     One statement, which reads the term index and the admitting tag rows once each and joins
     neither to the other, so that its cost does not hang on the plan PostgreSQL picks with
-    planner statistics or without [R7]: the query's term rows and the reader's admitting
+    planner statistics or without: the query's term rows and the reader's admitting
     `for:` tag rows (`found`, materialized); the entries among them that hold a term and are
     admitted (`candidates`, by grouping, not by joining); those the one access rule lets the
-    reader see for active use [V6] (`visible_among`, compiled once per reader shape [Q4],
+    reader see for active use (`visible_among`, compiled once per reader shape,
     checked for the candidates only); their term rows, marked by grouping again; then scored.
     """
     if not terms or not reader.for_tags:
@@ -133,9 +133,9 @@ def ranked(
 
 
 def _similarities(*, pool_id: str, reader: Reader, query: str) -> dict[str, tuple[float, int]]:
-    """[R6] Cosine to `query` and content length of every active entry `reader` may see that
-    has a vector, in one statement compiled once per reader shape [Q4]. Only those vectors
-    are read and decrypted [Q1]; one no key opens is passed over [X5]."""
+    """Cosine to `query` and content length of every active entry `reader` may see that
+    has a vector, in one statement compiled once per reader shape. Only those vectors
+    are read and decrypted; one no key opens is passed over."""
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
@@ -155,9 +155,9 @@ def _similarities(*, pool_id: str, reader: Reader, query: str) -> dict[str, tupl
 
 
 def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[str, float, int]]:
-    """[R6] (id, cosine, content length) of the active entries `reader` may see that are close
+    """(id, cosine, content length) of the active entries `reader` may see that are close
     to `query` in meaning (cosine ≥ `MIN_SIMILARITY`), closest first; read it under the
-    pool's lock [L1]."""
+    pool's lock."""
     found = _similarities(pool_id=pool_id, reader=reader, query=query)
     close = [(entry_id, cosine, length) for entry_id, (cosine, length) in found.items()]
     return sorted((row for row in close if row[1] >= MIN_SIMILARITY), key=lambda row: -row[1])
@@ -168,14 +168,14 @@ def hybrid_ranked(
 ) -> list[tuple[str, float, int]]:
     """[R6] (id, score, content length) of the active entries `reader` may see that hold a
     term of `query` (BM25, `ranked`) or are close to it in meaning (`meaning_ranked`), best
-    first, at most `limit`; read it under the pool's lock [L1].
+    first, at most `limit`; read it under the pool's lock.
 
     The score is a convex combination: `LEXICAL_WEIGHT · min(bm25, BM25_CAP) / BM25_CAP +
     (1 − LEXICAL_WEIGHT) · cosine` (0 for what has no vector yet). BM25 is capped on its own
     scale, not normalized by the best match: a query whose only match is a word half the
     entries hold (a name) then adds little, where rank fusion (RRF) would have put those
     entries first and lost every paraphrase on the R5 conversations. Equal scores keep
-    BM25's order (memory order among its equals [E6]), then the meaning order."""
+    BM25's order (memory order among its equals), then the meaning order."""
     lexical = ranked(
         pool_id=pool_id,
         reader=reader,
@@ -203,7 +203,7 @@ CONTEXT_QUERY_WORDS = 64
 
 def relevant_in_order(*, pool_id: str, reader: Reader, query: str) -> list[tuple[str, int]]:
     """(id, content length) of the active entries `reader` may see that match `query` by terms
-    or meaning, most relevant first, for `context` [R1, R6]: its first `CONTEXT_QUERY_WORDS`
+    or meaning, most relevant first, for `context`: its first `CONTEXT_QUERY_WORDS`
     words count."""
     text = " ".join(query.split()[:CONTEXT_QUERY_WORDS])
     found = hybrid_ranked(pool_id=pool_id, reader=reader, query=text, terms=query_terms(text))

@@ -1,4 +1,4 @@
-"""A person's rights in a bot, as memory's access rule reads them [H5, H6]: their channels in
+"""A person's rights in a bot, as memory's access rule reads them: their channels in
 the organization and whether they use the bot (a grant reaches them). Read in one query
 (`rights_of`), guessed from the last read in this process (`rights_guess`), and read again as
 a column of another statement (`rights_seen`, `rights_in`) so that a read outside the pool's
@@ -55,9 +55,9 @@ def _rights_from(found: Iterable[str]) -> tuple[list[str], bool]:
     return [channel for channel in found if channel != _BOT_USER], _BOT_USER in found
 
 
-# [Q4] The rights last read per (bot, person, organization) in this process: a guess for a
+# The rights last read per (bot, person, organization) in this process: a guess for a
 # read that checks them in its own snapshot (`rights_seen`), so that it need not read them
-# first. A guess is never an answer: a read whose guess is wrong does not stand [L1, H5].
+# first. A guess is never an answer: a read whose guess is wrong does not stand.
 # Emptied when full (one clear is atomic under threads; evicting one by one is not).
 _GUESSES_AT_MOST = 10_000
 _guesses: dict[tuple[str, str, str], tuple[frozenset[str], bool]] = {}
@@ -80,8 +80,7 @@ def rights_guess(*, bot: Bot, person_id: str, organization_id: str) -> tuple[fro
 
 def rights_of(*, bot: Bot, person_id: str, organization_id: str) -> tuple[list[str], bool]:
     """[H5, H6] The person's channels in the organization now, and whether they use the bot:
-    one query, so a read under the pool's lock reads them once [L1], compiled once per
-    process [Q4]."""
+    one query, so a read under the pool's lock reads them once, compiled once per process."""
     if bot.organization_id != organization_id:
         return list(_channels_of(person_id=person_id, organization_id=organization_id)), False
     values = ids_values(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
@@ -98,7 +97,7 @@ _JOINED = {
 
 
 def rights_seen(*, bot_id: str, person_id: str, organization_id: str) -> RawSQL:
-    """[L1] `rights_of` (for a bot of the organization) as a column of another statement, to
+    """`rights_of` (for a bot of the organization) as a column of another statement, to
     read with `rights_in`: a read of one statement sees contents and rights in one snapshot,
     so it can tell whether the rights it was built for are still the person's there. The ids
     may be stand-ins of a compiled query."""

@@ -13,10 +13,10 @@ from django.db.models.expressions import RawSQL
 from memory.models import Entry, EntrySource, EntryTag
 from openbot.fields import readable_rows
 
-# [S1] Each entry of a context is a line "- <content>\n".
+# Each entry of a context is a line "- <content>\n".
 CONTEXT_LINE_OVERHEAD = len("- \n")
 
-# The columns of an entry's row [E1, E4]; `content` is decrypted as it is read.
+# The columns of an entry's row; `content` is decrypted as it is read.
 ENTRY_FIELDS = (
     "id",
     "layer",
@@ -30,17 +30,17 @@ ENTRY_FIELDS = (
 
 
 def entry_row(entry: Entry) -> dict[str, Any]:
-    """An entry just written as `EntryOutput` shows it [E1, E4], from the row in hand and its
+    """An entry just written as `EntryOutput` shows it, from the row in hand and its
     tags and sources: its content is not read back or decrypted, so there is nothing damaged to
-    fail on [X5]."""
+    fail on."""
     details = with_details(Entry.objects.filter(id=entry.id)).values(*DETAILS).get()
     return with_tags_and_sources([{name: getattr(entry, name) for name in ENTRY_FIELDS} | details])[
         0
     ]
 
 
-# An entry's tags and sources, each an array read with the entry [Q4]: the tags in the order
-# they were added, the sources as [chat, item, entry] in their order [E2]. PostgreSQL's own
+# An entry's tags and sources, each an array read with the entry: the tags in the order
+# they were added, the sources as [chat, item, entry] in their order. PostgreSQL's own
 # arrays (psycopg reads them faster than JSON; the item as text there), JSON on SQLite.
 _DETAILS_SQL = {
     "postgresql": {
@@ -60,7 +60,7 @@ DETAILS = ("tag_list", "source_list")
 
 
 def with_details(entries: QuerySet[Entry]) -> QuerySet[Entry]:
-    """`entries` with their tags and sources (`DETAILS`), in the same query [Q4]."""
+    """`entries` with their tags and sources (`DETAILS`), in the same query."""
     tables = {
         "entry": connection.ops.quote_name(Entry._meta.db_table),
         "tag": connection.ops.quote_name(EntryTag._meta.db_table),
@@ -97,7 +97,7 @@ def _listed(value: list[Any] | str) -> list[Any]:
 
 
 def opened_entries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Sealed listing rows as entries: [X5] an entry no key opens is left out."""
+    """Sealed listing rows as entries: an entry no key opens is left out."""
     for row in rows:
         for name in ("pool_version", "rights"):
             row.pop(name, None)

@@ -32,7 +32,7 @@ def search_check(query: str, limit: int) -> list[str]:
 
 
 def search(bot: Bot, reader: Reader, query: str, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """[R1] At most `limit` active entries `reader` may see that match `query`, most relevant
+    """At most `limit` active entries `reader` may see that match `query`, most relevant
     first, as rows (`EntryOutput`) each with its `score`, and the pool's version."""
     terms = search_check(query, limit)
     pool_id = bot.pool_bot_id
@@ -40,7 +40,7 @@ def search(bot: Bot, reader: Reader, query: str, limit: int) -> tuple[list[dict[
         reader = reader.as_of_now()
         found = hybrid_ranked(pool_id=pool_id, reader=reader, query=query, terms=terms, limit=limit)
         scores = {entry_id: score for entry_id, score, _ in found}
-        # [X5] An entry no key opens is left out.
+        # An entry no key opens is left out.
         rows = {
             row["id"]: row
             for row in readable_values(

@@ -1,6 +1,6 @@
-"""[R1] `GET /v1/bots/:botId/memory/search?q=&limit=`: relevance search inside the access rule,
-thin over `memory.search` [A9]. Registered before the memory routes, which would otherwise read
-`search` as an entry id [A11]."""
+"""`GET /v1/bots/:botId/memory/search?q=&limit=`: relevance search inside the access rule,
+thin over `memory.search`. Registered before the memory routes, which would otherwise read
+`search` as an entry id."""
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import IsAuthenticated
@@ -18,7 +18,7 @@ DEFAULT_RESULTS = 10
 
 
 class MemorySearchViewSet(ScopedViewSet):
-    """[R1] The active entries of a bot's memory that you may see, most relevant first."""
+    """The active entries of a bot's memory that you may see, most relevant first."""
 
     permission_classes = [IsAuthenticated, CanReadBot]
 
@@ -49,8 +49,8 @@ class MemorySearchViewSet(ScopedViewSet):
         },
     )
     def list(self, request: Request, bot_id: str) -> Response:
-        """[R1] Active entries for you that match `q`, most relevant first (BM25 over hashed
-        terms [R2]), each with its `score`; equal scores keep memory order [E6]."""
+        """Active entries for you that match `q`, most relevant first (BM25 over hashed
+        terms), each with its `score`; equal scores keep memory order."""
         query = request.query_params.get("q", "")
         limit = query_integer(request, "limit", low=1, high=MAX_RESULTS)
         entries, version = search(

@@ -1,8 +1,8 @@
-"""Reads of a memory pool, each under the pool's shared lock [L1] (or, for a full listing and a
+"""Reads of a memory pool, each under the pool's shared lock (or, for a full listing and a
 `context` without a query, one statement that takes it if no change holds it and checks the
-reader's rights in its own snapshot) and the access rule [V4].
+reader's rights in its own snapshot) and the access rule.
 
-Server callers use `context`, `has_entries` and `validate_references` [S1–S3]; they never load
+Server callers use `context`, `has_entries` and `validate_references`; they never load
 a pool or check access one entry at a time themselves.
 """
 
@@ -42,14 +42,14 @@ from memory.unlocked import (
 from openbot.fields import readable_values
 from openbot.models import Bot
 
-# [N1, E8] The room, in characters, of the context enrichment offers the model: what a
+# The room, in characters, of the context enrichment offers the model: what a
 # Remembered entry must fit (`memory.services.REMEMBER_MAX_CONTENT`).
 ENRICHMENT_CONTEXT_LIMIT = 4000
 T = TypeVar("T")
 
 
 def pool_settings(pool_id: str) -> Pool:
-    """[A5] The pool's settings; a pool nobody changed yet has the defaults (not stored)."""
+    """The pool's settings; a pool nobody changed yet has the defaults (not stored)."""
     return Pool.objects.filter(bot_id=pool_id).first() or Pool(bot_id=pool_id)
 
 
@@ -57,14 +57,14 @@ def pool_version(pool_id: str) -> int:
     return Pool.objects.filter(bot_id=pool_id).values_list("version", flat=True).first() or 0
 
 
-# A place in memory order [E6]: (rank, updatedAt, id) of the last entry of a page.
+# A place in memory order: (rank, updatedAt, id) of the last entry of a page.
 Position = tuple[int, int, str]
 
 
 def entries_for_reader(
     *, pool_id: str, reader: Reader, tags: list[str]
 ) -> tuple[list[dict[str, Any]], int]:
-    """[A1] Entries for the reader, the history included [V6], in memory order, and the version."""
+    """Entries for the reader, the history included, in memory order, and the version."""
     entries, version, _ = entry_page_for_reader(
         pool_id=pool_id, reader=reader, tags=tags, after=None, limit=None
     )
@@ -74,7 +74,7 @@ def entries_for_reader(
 def entry_page_for_reader(
     *, pool_id: str, reader: Reader, tags: list[str], after: Position | None, limit: int | None
 ) -> tuple[list[dict[str, Any]], int, Position | None]:
-    """[A1, A10] The reader's entries after `after` in memory order, at most `limit` of them
+    """The reader's entries after `after` in memory order, at most `limit` of them
     (all without a limit), the version, and the position to read on from (None at the end)."""
     if after is None and limit is None:
         listing = outside_the_lock(
@@ -103,7 +103,7 @@ def entry_page_for_reader(
             )
         if limit is None:
             # Every visible entry is in the response, so its content is read in the same
-            # query; [X5] an entry no key opens is left out of it.
+            # query; an entry no key opens is left out of it.
             found = readable_values(with_details(entries), *ENTRY_FIELDS, *DETAILS)
             return with_tags_and_sources(found), pool_version(pool_id), None
         # The page's places first (no content), then the content of exactly those entries.
@@ -124,8 +124,8 @@ def entry_page_for_reader(
 
 
 def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str, Any] | None:
-    """[A11] One entry's row (as `entry_row`) if the reader may see it (history included [V6]),
-    else None; [X5] an entry no key opens is None too."""
+    """One entry's row (as `entry_row`) if the reader may see it (history included), else
+    None; an entry no key opens is None too."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
         entries = visible_entries(pool_id=pool_id, reader=reader, active_only=False)
@@ -134,7 +134,7 @@ def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str
 
 
 def _contents(ids: list[str]) -> dict[str, str]:
-    """The content of each of `ids` that a key opens [X5]; decrypts exactly these entries."""
+    """The content of each of `ids` that a key opens; decrypts exactly these entries."""
     return {
         row["id"]: row["content"]
         for row in readable_values(Entry.objects.filter(id__in=ids), "id", "content")
@@ -143,7 +143,7 @@ def _contents(ids: list[str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Context:
-    """[S1] Text for the model and the ids of the entries in it."""
+    """Text for the model and the ids of the entries in it."""
 
     text: str
     entry_ids: list[str]
@@ -153,7 +153,7 @@ class Context:
 
 def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> Context:
     """[S1] Active visible entries in memory order — with a `query`, those that match it, most
-    relevant first [R1] — up to the first that does not fit `limit` characters; entries after
+    relevant first — up to the first that does not fit `limit` characters; entries after
     it are not decrypted."""
     pool_id = bot.pool_bot_id
     contents = None
@@ -172,7 +172,7 @@ def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> C
                 limit,
             )
             opened = _contents(chosen)
-        # [X5] An entry no key opens is left out; the room it leaves is not filled.
+        # An entry no key opens is left out; the room it leaves is not filled.
         contents = [(entry_id, opened[entry_id]) for entry_id in chosen if entry_id in opened]
     return Context(
         text="".join(f"- {text}\n" for _, text in contents),
@@ -204,7 +204,7 @@ def validate_references(bot: Bot, reader: Reader, ids: list[str]) -> bool:
 def change_log(
     *, pool_id: str, reader: Reader, since: int, limit: int | None = None
 ) -> tuple[list[dict[str, Any]], int, int | None]:
-    """[A3, A10] Changes after version `since`, each with only the ids the reader may see now,
+    """Changes after version `since`, each with only the ids the reader may see now,
     and the version to read on from (None at the end).
 
     With a `limit`, the page covers the next `limit` changes of the log, so its cost grows
@@ -249,20 +249,21 @@ def change_log(
 
 @dataclass(frozen=True)
 class LearningContext:
-    """[W5] What a learning run shows the model about the pool."""
+    """What a learning run shows the model about the pool."""
 
     # (id, content, topics) of the first valid entries in memory order the readers may see.
     entries: list[tuple[str, str, list[str]]]
     # Topic counts over all valid entries of the organization.
     topic_counts: dict[str, int]
-    # [K5] The people (`from:` tags) of each of `entries` that has any, by entry id.
+    # The people (`from:` tags) of each of `entries` that has any, by entry id.
     people: dict[str, list[str]]
 
 
 def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> LearningContext:
-    """[W5, V7] The first `limit` valid entries (active, every source provable) in memory
-    order that the run's reader may see, and topic counts over every valid entry of the
-    run's organization — deliberately narrower than the source document: see SPEC [W5]."""
+    """[W5] The first `limit` valid entries (active, every source provable) in memory order
+    that the run's reader may see, and topic counts over every valid entry of the run's
+    organization. Deliberately narrower than the source document: no check can prove which
+    inputs shaped a model's answer, so the model sees nothing the people of the chat may not."""
     with pool_read(pool_id):
         reader = reader.as_of_now()
         ids = list(
@@ -293,7 +294,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
         entries=[
             (entry_id, contents[entry_id], sorted(topics[entry_id]))
             for entry_id in ids
-            if entry_id in contents  # [X5] an entry no key opens is left out
+            if entry_id in contents  # an entry no key opens is left out
         ],
         topic_counts=counts,
         people={entry_id: sorted(found) for entry_id, found in people.items()},
@@ -301,7 +302,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
 
 
 def pool_stats(*, pool_id: str) -> dict[str, Any]:
-    """[O4] Counts of a pool's entries by layer, status and topic; reads no content [V8]."""
+    """Counts of a pool's entries by layer, status and topic; reads no content."""
     with pool_read(pool_id):
         entries = Entry.objects.filter(bot_id=pool_id)
         layers = dict.fromkeys(Entry.Layer.values, 0) | dict(

@@ -1,4 +1,4 @@
-"""[A1–A4, A11, A13] What the memory routes answer: one output serializer per body, over the
+"""What the memory routes answer: one output serializer per body, over the
 rows the selectors read, so the schema shows exactly what a client receives."""
 
 from typing import Any
@@ -9,14 +9,14 @@ from memory.models import Change, Entry
 
 
 def source_body(source: dict[str, Any]) -> dict[str, str]:
-    """[E1] `{"entry"}` for an entry, `{"chat", "item"}` for an item of a chat."""
+    """`{"entry"}` for an entry, `{"chat", "item"}` for an item of a chat."""
     if source["source_entry_id"] is not None:
         return {"entry": source["source_entry_id"]}
     return {"chat": source["chat_id"], "item": f"i-{source['item_seq']}"}
 
 
 class SourceOutput(serializers.Serializer):
-    """[E1] An item of a chat (`chat` and `item`) or another entry (`entry`)."""
+    """An item of a chat (`chat` and `item`) or another entry (`entry`)."""
 
     chat = serializers.CharField(required=False)
     item = serializers.CharField(required=False)
@@ -27,12 +27,12 @@ class SourceOutput(serializers.Serializer):
 
 
 class EntryOutput(serializers.Serializer):
-    """[E1, E4] An entry; `invalidatedAt` only once invalidated, `confidence` only on an
+    """[E4] An entry; `invalidatedAt` only once invalidated, `confidence` only on an
     observation.
 
     The fields say what a client gets (and the schema shows them); `to_representation` writes
-    it straight from the row, as DRF's field-by-field walk is slow for a long listing
-    [A10]. A test holds the two to the same output."""
+    it straight from the row, as DRF's field-by-field walk is slow for a long listing.
+    A test holds the two to the same output."""
 
     id = serializers.CharField()
     layer = serializers.ChoiceField(Entry.Layer.choices)
@@ -64,7 +64,7 @@ class EntryOutput(serializers.Serializer):
 
 
 class PageOutput(serializers.Serializer):
-    """[A10] A list with the pool's `version`, and `nextCursor` only when read with a `limit`
+    """A list with the pool's `version`, and `nextCursor` only when read with a `limit`
     (null at the end)."""
 
     version = serializers.IntegerField()
@@ -78,13 +78,13 @@ class PageOutput(serializers.Serializer):
 
 
 class MemoryListOutput(PageOutput):
-    """[A1, A10] The entries for you, in memory order."""
+    """The entries for you, in memory order."""
 
     entries = EntryOutput(many=True)
 
 
 class ScoredEntryOutput(EntryOutput):
-    """[R1] An entry that matched a search, with its relevance."""
+    """An entry that matched a search, with its relevance."""
 
     score = serializers.FloatField(help_text="BM25 relevance [R1]; higher is more relevant")
 
@@ -93,14 +93,14 @@ class ScoredEntryOutput(EntryOutput):
 
 
 class MemorySearchOutput(serializers.Serializer):
-    """[R1] The matching entries for you, most relevant first, and the pool's version."""
+    """The matching entries for you, most relevant first, and the pool's version."""
 
     entries = ScoredEntryOutput(many=True)
     version = serializers.IntegerField()
 
 
 class ChangeOutput(serializers.Serializer):
-    """[A3] A change of the log with the ids of it the reader may see now."""
+    """A change of the log with the ids of it the reader may see now."""
 
     version = serializers.IntegerField()
     at = serializers.IntegerField()
@@ -109,19 +109,19 @@ class ChangeOutput(serializers.Serializer):
 
 
 class MemoryLogOutput(PageOutput):
-    """[A3, A10] Changes of entries you may see now."""
+    """Changes of entries you may see now."""
 
     changes = ChangeOutput(many=True)
 
 
 class ForgottenOutput(serializers.Serializer):
-    """[A2, P1] Forget took back your part."""
+    """Forget took back your part."""
 
     ok = serializers.BooleanField()
 
 
 class ForgetMineOutput(serializers.Serializer):
-    """[D2] ForgetMine took back your part of every entry you are behind and may see."""
+    """ForgetMine took back your part of every entry you are behind and may see."""
 
     retracted = serializers.IntegerField(help_text="Entries retracted: you alone were behind them")
     excluded = serializers.IntegerField(
@@ -133,6 +133,6 @@ class ForgetMineOutput(serializers.Serializer):
 
 
 class PurgedOutput(serializers.Serializer):
-    """[A4] How many entries a purge removed, and nothing else."""
+    """How many entries a purge removed, and nothing else."""
 
     removed = serializers.IntegerField()

@@ -1,5 +1,5 @@
-"""Every change of a memory pool: one transaction under the write lock [L1], one version and
-one change-log record [E7] (zulip's `do_*` actions writing their audit log with the change).
+"""Every change of a memory pool: one transaction under the write lock, one version and
+one change-log record (zulip's `do_*` actions writing their audit log with the change).
 
 Learning applies many changes as one version: it opens `pool_change` and calls the
 `*_in(change, …)` operations. The public one-shot services wrap a single operation.
@@ -51,12 +51,12 @@ def tag_kind(tag: str) -> str:
 
 
 def is_topic(tag: object) -> bool:
-    """[E3, E9] Whether `tag` is a topic (stored in NFC: `topic_of`)."""
+    """Whether `tag` is a topic (stored in NFC: `topic_of`)."""
     return topic_of(tag) is not None
 
 
 def check_topics(topics: list[str], field_name: str = "tags") -> list[str]:
-    """[E3, E9] Topics only, in NFC and without repeats: a tag that is not a topic (a colon
+    """Topics only, in NFC and without repeats: a tag that is not a topic (a colon
     tag, an uppercase letter, a stray hyphen) is a 400 naming `field_name`."""
     checked = topics_of(topics)
     if checked is None:
@@ -71,7 +71,7 @@ def check_topics(topics: list[str], field_name: str = "tags") -> list[str]:
 
 @dataclass(frozen=True)
 class ItemEvidence:
-    """[V3] The access rule of one source item: `person:<u>` or `channel:<c>`, and the org."""
+    """The access rule of one source item: `person:<u>` or `channel:<c>`, and the org."""
 
     chat_id: str
     item_seq: int
@@ -91,7 +91,7 @@ def _scope(values: Iterable[str]) -> str:
 def row_access(
     *, tags: list[str], evidence: list[ItemEvidence], source_entries: list[str]
 ) -> dict[str, Any]:
-    """[V4](b, d, e) What the access rule reads in a new entry's own row [Q4]: whether it names
+    """What the access rule reads in a new entry's own row: whether it names
     a source entry, its `org_scope` and its `rule_scope` (`Entry`). Ids hold no space, so a
     reader's "<organization> <rule>" equals only the same pair."""
     return {
@@ -128,7 +128,7 @@ def pool_of(pool_id: str) -> Pool:
 
 @contextmanager
 def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[PoolChange]:
-    """Hold the pool's write lock; on exit take the next version and log the change [E7].
+    """Hold the pool's write lock; on exit take the next version and log the change.
 
     A change that touched nothing takes no version, unless `always` (a purge is logged even
     when it removed nothing).
@@ -146,7 +146,7 @@ def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[Pool
 def _logged(change: PoolChange) -> int:
     """[E7] Take the pool's next version and log the change with the entries it touched, in
     their order; the pool's row is created at its first change. On PostgreSQL one statement
-    (`_LOGGED`), as each statement of a change is a round trip under the pool's lock [Q4];
+    (`_LOGGED`), as each statement of a change is a round trip under the pool's lock;
     SQLite, in-process, takes three."""
     operations = json.dumps(change.operations)
     if connection.vendor != "postgresql":
@@ -196,7 +196,7 @@ _LOGGED = f"""
 
 
 def _version_next(pool_id: str) -> int:
-    """[Q4] Take the pool's next version in one statement; the pool's row is created at its
+    """Take the pool's next version in one statement; the pool's row is created at its
     first change."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -255,11 +255,11 @@ def entry_create_in(
 
 
 def entry_set_status_in(change: PoolChange, *, entry_id: str, status: str) -> None:
-    """Invalidate or retract an entry; its dependents are hidden [V6]. Content untouched [X3]."""
+    """Invalidate or retract an entry; its dependents are hidden. Content untouched."""
     fields: dict[str, Any] = {"status": status, "updated_at": change.at}
     if status == Entry.Status.INVALIDATED:
         fields["invalidated_at"] = change.at
-    # [L2] The closure stays; the dependents' soundness follows in set-based SQL.
+    # The closure stays; the dependents' soundness follows in set-based SQL.
     graph.status_changing(pool_id=change.pool_id, entry_id=entry_id, status=status)
     Entry.objects.filter(bot_id=change.pool_id, id=entry_id).update(**fields)
     change.record(entry_id, {"op": status})
@@ -268,7 +268,7 @@ def entry_set_status_in(change: PoolChange, *, entry_id: str, status: str) -> No
 def entry_topics_in(
     change: PoolChange, *, entry_id: str, add: list[str], remove: list[str]
 ) -> None:
-    """Change an entry's topics; OpenBot's colon tags are never touched here [E3, X3]."""
+    """Change an entry's topics; OpenBot's colon tags are never touched here."""
     add, remove = check_topics(add), check_topics(remove)
     EntryTag.objects.filter(entry_id=entry_id, kind="topic", tag__in=remove).delete()
     _add_tags(Entry(id=entry_id, bot_id=change.pool_id), add)
@@ -296,9 +296,9 @@ def entry_remember(
     topics: list[str],
     claim: Claim = UNCLAIMED,
 ) -> Entry:
-    """[A2, V2] A pinned entry for its author only, in the author's organization; [F9] recorded
-    for the request's `Idempotency-Key` (`claim`) in the same transaction. [E8] Content longer
-    than the enrichment context's room is a 400 naming `content`."""
+    """[V2] A pinned entry for its author only, in the author's organization; recorded for
+    the request's `Idempotency-Key` (`claim`) in the same transaction. Content longer than
+    the enrichment context's room is a 400 naming `content`."""
     if len(content) > REMEMBER_MAX_CONTENT:
         raise invalid("content", f"must be at most {REMEMBER_MAX_CONTENT} characters")
     topics = check_topics(topics)
@@ -325,7 +325,7 @@ def entry_remember(
 @dataclass(frozen=True)
 class ImportedEntry:
     """A new entry's rows: one `entry_create_in` stores, or one from an older version
-    ("promotion", `entries_import`), possibly without provable access [V7]."""
+    ("promotion", `entries_import`), possibly without provable access."""
 
     id: str
     layer: str
@@ -345,7 +345,7 @@ def entries_import(
     """Store entries as they were; sources may be missing or form cycles.
 
     Nothing is rebuilt or widened [V7]: an entry whose access cannot be proven stays hidden.
-    [L2] The import commits in batches, each its own change, so that no batch holds the
+    The import commits in batches, each its own change, so that no batch holds the
     pool's lock long: every entry comes after the imported entries it names, so until a
     batch commits, whatever names its entries names a missing source and stays hidden. A
     failed batch leaves the batches before it in place.

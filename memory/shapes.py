@@ -1,7 +1,7 @@
 """[Q4] Reader shapes: the access rule's hot reads, compiled once per process and reader shape
 (`openbot.compiled`).
 
-The SQL of the access rule's query [V4] depends on the reader only through values (ids, tags)
+The SQL of the access rule's query depends on the reader only through values (ids, tags)
 and its shape: how many channels, a person or a circle, `for:bot` or not. So each query is
 built once per shape from a stand-in reader, and a call fills in the reader's values.
 """

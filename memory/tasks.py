@@ -1,4 +1,4 @@
-"""Dramatiq actors of memory. Messages carry pool ids only, never content [X2]."""
+"""Dramatiq actors of memory. Messages carry pool ids only, never content."""
 
 import dramatiq
 from django.db import transaction
@@ -10,7 +10,7 @@ MEANING_QUEUE = "meaning"
 
 @dramatiq.actor(queue_name=MEANING_QUEUE, max_retries=3, min_backoff=1_000)
 def embed(pool_id: str) -> None:
-    """[R6] Write the pool's missing vectors (idempotent: Dramatiq delivers at least once)."""
+    """Write the pool's missing vectors (idempotent: Dramatiq delivers at least once)."""
     vectors_fill(pool_id)
 
 

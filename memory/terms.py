@@ -114,7 +114,7 @@ def query_words(text: str) -> int:
 
 @cache
 def index_key() -> bytes:
-    """[R2] The index key: `OPENBOT_INDEX_KEY`, else derived (HKDF-SHA256) from the first
+    """The index key: `OPENBOT_INDEX_KEY`, else derived (HKDF-SHA256) from the first
     encryption key, so that it is never one of the keys that encrypt content."""
     configured = getattr(settings, "OPENBOT_INDEX_KEY", None)
     if configured:
@@ -138,5 +138,5 @@ setting_changed.connect(_forget_key)
 
 
 def term_hash(term: str) -> str:
-    """[R2] The stored form of a term: HMAC-SHA256 under the index key, 128 bits in hex."""
+    """The stored form of a term: HMAC-SHA256 under the index key, 128 bits in hex."""
     return hmac.new(index_key(), term.encode(), hashlib.sha256).hexdigest()[:32]

@@ -3,10 +3,10 @@
 A topic is a tag without a colon, as the source words it: lowercase letters of any script,
 digits and hyphens, in NFC, at most `TOPIC_MAX_LENGTH` characters. A letter is lowercase
 (`Ll`), a modifier letter (`Lm`) or a letter of a script without case (`Lo`: "料理"); an
-uppercase or titlecase letter is refused, not folded, as [E3] says lowercase. A combining mark
+uppercase or titlecase letter is refused, not folded, as topics are lowercase. A combining mark
 (`Mn`, `Mc`) may follow a letter or a digit, so that scripts written with them ("खाना") are
 topics too. A digit is a decimal digit of any script (`Nd`). Hyphens join parts; a leading,
-trailing or doubled hyphen is refused [E3].
+trailing or doubled hyphen is refused.
 
 No Django here: the schemathesis hooks of CI generate topics with this rule.
 """
@@ -18,7 +18,7 @@ TOPIC_MAX_LENGTH = 64
 _STARTS = frozenset({"Ll", "Lm", "Lo", "Nd"})
 _WITHIN = _STARTS | {"Mn", "Mc"}
 
-# [E9] The shape of a topic for schemas (the OpenAPI schema, the JSON Schema a learning step
+# The shape of a topic for schemas (the OpenAPI schema, the JSON Schema a learning step
 # asks the model for): exactly the rule over ASCII (a-z, 0-9, single inner hyphens), and any
 # character beyond ASCII, whose category `topic_of` decides. It stays this simple because
 # llama.cpp turns it into a grammar for constrained decoding: a negated class with `\x`
@@ -34,7 +34,7 @@ TOPIC_SHAPE_BOUNDED = rf"^{_TOPIC_CHARACTER}{{1,20}}(-{_TOPIC_CHARACTER}{{1,20}}
 
 
 def topic_of(tag: object) -> str | None:
-    """[E3, E9] `tag` as a topic in NFC, or None if it is not one."""
+    """`tag` as a topic in NFC, or None if it is not one."""
     if not isinstance(tag, str) or len(tag) > 4 * TOPIC_MAX_LENGTH:
         return None
     topic = unicodedata.normalize("NFC", tag)
@@ -49,7 +49,7 @@ def topic_of(tag: object) -> str | None:
 
 
 def topics_of(tags: Sequence[object]) -> list[str] | None:
-    """[E3, E9] `tags` as topics in NFC without repeats, in order; None if one is not a topic."""
+    """`tags` as topics in NFC without repeats, in order; None if one is not a topic."""
     topics = [topic_of(tag) for tag in tags]
     if any(topic is None for topic in topics):
         return None

@@ -48,7 +48,7 @@ class UnlockedRead(Generic[T]):
 
 
 def outside_the_lock(reader: Reader, read: Callable[[Reader], UnlockedRead[T]]) -> T | None:
-    """[L1, Q4] What `read` finds outside the pool's lock with the reader's rights as last
+    """What `read` finds outside the pool's lock with the reader's rights as last
     read, which its statement checks in its own snapshot; again with the rights it saw if they
     were others. None if neither stands, or if the reader's rights cannot be read in a
     statement: the caller reads under the pool's lock then."""
@@ -72,7 +72,7 @@ def _shape_with_checks(*, pool_id: str, reader: Reader, tags: list[str]) -> Shap
 
 
 def _check_columns(shape: Shape, checks: tuple[str, ...]) -> dict[str, Any]:
-    """[L1] The columns of `checks`: whether the statement took the pool's lock shared
+    """The columns of `checks`: whether the statement took the pool's lock shared
     (`shared`), and the person's rights in its own snapshot (`rights`).
 
     A statement read outside the lock stands on the contents and rights of its own snapshot,
@@ -100,7 +100,7 @@ def _rights_in_statement(reader: Reader) -> bool:
 
 
 def _checks_of(reader: Reader) -> tuple[str, ...]:
-    """[L1] The checks of a read outside the pool's lock: the person's rights too, for a person
+    """The checks of a read outside the pool's lock: the person's rights too, for a person
     reading through a bot. Only for readers of `_rights_in_statement` (`rights_seen` reads a
     person's rights in a bot of their own organization)."""
     if reader.person_id is not None and reader.bot is not None:
@@ -126,7 +126,7 @@ def _other_rights(row: dict[str, Any], reader: Reader) -> tuple[frozenset[str], 
 def listing_outside_the_lock(
     *, pool_id: str, reader: Reader, tags: list[str]
 ) -> UnlockedRead[tuple[list[dict[str, Any]], int]]:
-    """[L1, Q4] Every entry of `entries_for_reader` and the version in one statement, which
+    """Every entry of `entries_for_reader` and the version in one statement, which
     stands if its checks say so; nothing is decrypted before. It reads no entry unless it took
     the lock; an empty answer has no row for the checks, so one more statement reads them with
     whether the reader sees anything."""
@@ -146,7 +146,7 @@ def listing_outside_the_lock(
 
 
 def _filtered(shape: Shape) -> QuerySet[Entry]:
-    """The listing's entries for the shape's stand-in reader and tags [V4, V6]."""
+    """The listing's entries for the shape's stand-in reader and tags."""
     entries = every_visible_entry(pool_id=shape.pool_id, reader=shape.reader, active_only=False)
     for tag in tag_stand_ins(shape):
         entries = entries.filter(tag_rows__tag=tag)
@@ -159,7 +159,7 @@ def _version(shape: Shape) -> Subquery:
 
 def all_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every entry of `entries_for_reader` with the version and `checks` in each row, sealed,
-    in one statement compiled once per reader shape [Q4]. Every visible entry is in the
+    in one statement compiled once per reader shape. Every visible entry is in the
     response, so its content is read in the same query. With `shared` among the checks, it
     reads no entry unless it takes the pool's lock."""
 
@@ -196,14 +196,14 @@ def _nothing_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> dict[str, A
 def context_outside_the_lock(
     *, pool_id: str, reader: Reader, limit: int
 ) -> UnlockedRead[list[tuple[str, str]]]:
-    """[S1, L1, Q4] `context` without a query in one statement, which stands if its checks say
+    """`context` without a query in one statement, which stands if its checks say
     so: (id, content) of the entries chosen, decrypting only them.
 
     It reads the admitted entries whose line would start within `limit` if every admitted
     entry before it were shown, with their sealed content, and checks only those (`blocked`):
-    the sort of the admitted entries takes one index-only step each, the check is the cost
-    [Q1]. A blocked entry among them leaves room for entries after them; if the context
-    has not ended by then and admitted entries are left, it is read under the pool's lock, as
+    the sort of the admitted entries takes one index-only step each, the check is the cost.
+    A blocked entry among them leaves room for entries after them; if the context has not
+    ended by then and admitted entries are left, it is read under the pool's lock, as
     it is if the statement reads nothing (nothing admitted, or a change holds the lock). The
     ciphertext of the rows read that are not chosen (blocked, or past the end) is never
     opened."""
@@ -235,6 +235,6 @@ def context_outside_the_lock(
     if not (ended or read_all or len(visible) == len(rows)):
         # A blocked entry left room for admitted entries the statement did not read.
         return UnlockedRead(None)
-    # [X5] An entry no key opens is left out; the room it leaves is not filled.
+    # An entry no key opens is left out; the room it leaves is not filled.
     opened = readable_rows(Entry, visible[: len(chosen)])
     return UnlockedRead([(row["id"], row["content"]) for row in opened])

@@ -3,7 +3,7 @@ from rest_framework.routers import SimpleRouter
 from memory import apis, search_apis
 
 router = SimpleRouter(trailing_slash=False)
-# [R1] Before the memory routes: `memory/search` would otherwise be read as an entry id.
+# Before the memory routes: `memory/search` would otherwise be read as an entry id.
 router.register(
     r"bots/(?P<bot_id>[^/]+)/memory/search", search_apis.MemorySearchViewSet, basename="search"
 )

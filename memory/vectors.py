@@ -1,10 +1,10 @@
-"""[R6] Writing the meaning of entries: the worker computes each new entry's vector
+"""Writing the meaning of entries: the worker computes each new entry's vector
 (memory.meaning) after the entry is stored, and stores it encrypted.
 
 An entry is found by its terms as soon as it is stored, and by its meaning once its vector
 exists: a vector takes the model tens of milliseconds, so Remember does not wait for it.
 `vectors_request` sends the pool's id once the writing transaction commits (the message names
-the pool, never content [X2]); `vectors_fill` writes every missing vector of a pool, so a lost
+the pool, never content); `vectors_fill` writes every missing vector of a pool, so a lost
 message is made good by the pool's next write or by `manage.py reindex`. The actor and
 `vectors_request` are in memory.tasks.
 """
@@ -30,7 +30,7 @@ def vectors_fill(pool_id: str) -> int:
 
     Contents are read and vectors computed outside the pool's lock; the vectors are written
     under it, for the entries that still exist then, so a purge in between leaves no vector of
-    what it removed. An entry no key opens [X5] is passed over."""
+    what it removed. An entry no key opens is passed over."""
     written = 0
     last = ""
     while True:
@@ -60,7 +60,7 @@ def vectors_fill(pool_id: str) -> int:
 
 
 def vectors_rebuild() -> int:
-    """[R6] For `manage.py reindex`: drop every vector no configured key opens (written under
+    """For `manage.py reindex`: drop every vector no configured key opens (written under
     a key since dropped), then write every missing vector of every pool; how many were
     written."""
     for batch in stored_batches(EntryVector, encrypted_fields(EntryVector), batch_size=1000):

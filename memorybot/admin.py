@@ -1,4 +1,4 @@
-"""[O3, O5] The memory bot's records in the read-only admin: metadata only.
+"""The memory bot's records in the read-only admin: metadata only.
 
 Requests, results, confessions and enrichments are encrypted and never shown. Learning runs
 show their safe error and the cause code of their model call (`bad_model`, `timeout`,
@@ -27,7 +27,7 @@ from memorybot.models import (
 from openbot.admin import ReadOnlyAdmin, change_link, id_filter, links, list_url, related_list
 from openbot.models import Bot, Organization
 
-# A learning step's calls carry `learning:<run id>:<step>` [W3].
+# A learning step's calls carry `learning:<run id>:<step>`.
 LEARNING_STEP = re.compile(r"learning:([0-9]+):")
 
 
@@ -163,7 +163,7 @@ class LearningRunAdmin(ReadOnlyAdmin):
     fields = (*list_display[1:], "not_before", "leased_until", "sent_at", "related")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        # [A12, A15] The cause code of the run's last failed model call, in the same query.
+        # The cause code of the run's last failed model call, in the same query.
         key_prefix = Concat(
             Value("learning:"),
             Cast(OuterRef("pk"), CharField()),

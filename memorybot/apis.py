@@ -1,5 +1,5 @@
-"""Memory-bot routes: the purge [A4], here because it also removes the memory bot's copies
-of what it purges [P4]; URL, body and answers are those of the memory routes."""
+"""Memory-bot routes: the purge, here because it also removes the memory bot's copies of
+what it purges; URL, body and answers are those of the memory routes."""
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema
@@ -16,12 +16,12 @@ from openbot.viewsets import ScopedViewSet
 
 
 class MemoryPurgeViewSet(ScopedViewSet):
-    """[A4] Purge by tag: write on a bot that is not linked."""
+    """Purge by tag: write on a bot that is not linked."""
 
     permission_classes = [IsAuthenticated, CanWriteBot]
 
     class InputSerializer(StrictSerializer):
-        # [A4] The service refuses other kinds too; the pattern tells clients beforehand.
+        # The service refuses other kinds too; the pattern tells clients beforehand.
         tag = StrictCharField(
             max_length=200,
             trim_whitespace=False,
@@ -36,7 +36,7 @@ class MemoryPurgeViewSet(ScopedViewSet):
         },
     )
     def create(self, request: Request, bot_id: str) -> Response:
-        """[A4, P2, P4] Delete every entry with the tag, and every copy of them, without
+        """[A4] Delete every entry with the tag, and every copy of them, without
         reading content; only the count comes back."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

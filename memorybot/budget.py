@@ -33,7 +33,7 @@ class Price:
 
 @dataclass(frozen=True)
 class Cost:
-    """A call's cost: `micros` None is unknown, and only a known cost is `billed` [B3]."""
+    """A call's cost: `micros` None is unknown, and only a known cost is `billed`."""
 
     micros: int | None
     billed: bool
@@ -75,7 +75,7 @@ def model_prices() -> dict[str, Price]:
 
 
 def call_cost(*, model: str, usage: Usage | None) -> Cost:
-    """[B3] Bill only what the provider confirmed: its reported cost, else tokens × price.
+    """Bill only what the provider confirmed: its reported cost, else tokens × price.
 
     Missing usage, a missing token count, or a model without a configured price → unknown.
     Token costs are rounded up to the next micro-USD.
@@ -105,7 +105,7 @@ def budget_period_start(period: BudgetPeriod, now: datetime) -> datetime:
 
 
 def budget_period_end(period: BudgetPeriod, now: datetime) -> datetime:
-    """When the period that `now` falls in ends: learning waits until then [B4]."""
+    """When the period that `now` falls in ends: learning waits until then."""
     start = budget_period_start(period, now)
     if period == "day":
         return start + timedelta(days=1)
@@ -118,7 +118,7 @@ def budget_spent_micros(*, bot_id: str, since: datetime) -> int:
     """Confirmed cost of the memory bot's calls since `since`, across all organizations.
 
     The bot's own answers (purpose `answer`) are recorded too but are not the memory bot's
-    spend, so the memory-bot budget [A5] does not count them."""
+    spend, so the memory-bot budget does not count them."""
     calls = ModelCall.objects.filter(bot_id=bot_id, billed=True, created_at__gte=since).exclude(
         purpose=ModelCall.Purpose.ANSWER
     )
@@ -133,7 +133,7 @@ def budget_exhausted(
     limit_micros: int | None,
     now: datetime | None = None,
 ) -> bool:
-    """[B4] Whether the bot's confirmed spend this UTC day/month has reached its limit.
+    """Whether the bot's confirmed spend this UTC day/month has reached its limit.
 
     No period or no limit means no budget. Calls still running are not counted yet, so
     concurrent calls can overshoot the limit by what they cost.

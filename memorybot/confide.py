@@ -2,9 +2,9 @@
 
 The tool's description never mentions memory: the bot confides because it needs to, not to
 change what it will remember. The memory bot answers at once like a priest hearing a
-confession; when no model can answer, the bot gets the calm reply [B7]. Every confession and
-reply is stored encrypted [F3]. In a non-test chat of an organization with `botMemory` on and
-a model set, a confession also stores a learning run for its turn [F4, W1].
+confession; when no model can answer, the bot gets the calm reply. Every confession and
+reply is stored encrypted. In a non-test chat of an organization with `botMemory` on and
+a model set, a confession also stores a learning run for its turn.
 """
 
 from django.db import transaction
@@ -43,7 +43,7 @@ CALM_REPLY = (
 )
 
 MAX_CONFESSION = 8_000
-# [B8] A bounded reply: a model that rambles is cut by its server, which then is free for the
+# A bounded reply: a model that rambles is cut by its server, which then is free for the
 # next call, instead of talking until the deadline. "Briefly" fits well inside it.
 REPLY_MAX_TOKENS = 300
 
@@ -51,7 +51,7 @@ REPLY_MAX_TOKENS = 300
 def confide_hear(*, turn: Turn, text: str, deadline_s: float | None = None) -> str:
     """Answer a confession (the calm reply when no model can), store it, and for a chat that
     learns, store a learning run for the turn. The model call waits at most `deadline_s`
-    (default: the reply deadline [B6])."""
+    (default: the reply deadline)."""
     chat = turn.chat
     duty = duty_for(chat)
     text = text[:MAX_CONFESSION]
@@ -67,11 +67,11 @@ def confide_hear(*, turn: Turn, text: str, deadline_s: float | None = None) -> s
             deadline_s=reply_deadline_s() if deadline_s is None else deadline_s,
         )
         result = outcome.result if outcome.ok else None
-        # [F2, B8] A reply the server cut off at its token limit may stop mid-word: unusable.
+        # A reply the server cut off at its token limit may stop mid-word: unusable.
         if result and result.finish_reason != "length" and (result.content or "").strip():
             reply = (result.content or "").strip()
     with transaction.atomic():
         Confession.objects.create(chat=chat, turn=turn, text=text, reply=reply)
-        if duty.learning_on and duty.model is not None:  # [F4, W8]
+        if duty.learning_on and duty.model is not None:  # [W8]
             learning_run_create(turn=turn)
     return reply

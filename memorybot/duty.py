@@ -1,5 +1,5 @@
-"""What the memory bot may do for a chat: the organization's model and switches [B1, H1]
-and the pool's settings [A5], read once per task."""
+"""What the memory bot may do for a chat: the organization's model and switches and the
+pool's settings, read once per task."""
 
 from dataclasses import dataclass
 
@@ -11,7 +11,7 @@ from memorybot.gateway import CallOutcome, model_call
 from memorybot.providers import ModelRequest
 from openbot.models import Bot, Organization
 
-# [K1] Enrichment and learning read notes, they do not invent them: the most likely answer,
+# Enrichment and learning read notes, they do not invent them: the most likely answer,
 # the same for the same request (servers default to sampling; llama-cpp-python's at 0.8).
 NOTES_TEMPERATURE = 0.0
 
@@ -22,7 +22,7 @@ class Duty:
 
     organization: Organization
     pool_bot: Bot
-    # [P4] The chat its calls are made for: recorded with each call.
+    # The chat its calls are made for: recorded with each call.
     chat_id: str
     model: str | None
     learning_on: bool
@@ -30,7 +30,7 @@ class Duty:
     concurrency: int | None
     budget_period: BudgetPeriod | None
     budget_limit_micros: int | None
-    # [R3] `recent` or `relevant`: what enrichment offers the model.
+    # `recent` or `relevant`: what enrichment offers the model.
     recall: str
 
     def call(
@@ -81,11 +81,11 @@ def duty_for(chat: Chat) -> Duty:
 
 
 def reader_of_chat(chat: Chat, person_id: str | None) -> Reader:
-    """[N2, W5] The readers of an answer: the channel group of a group chat, else the person
+    """The readers of an answer: the channel group of a group chat, else the person
     of the turn (the chat's owner when a notice started it).
 
     A person's rights are not read here: `context` reads them in its own statement or under the
-    pool's lock, `validate_references` and `learning_context` under the lock [L1]; other callers
+    pool's lock, `validate_references` and `learning_context` under the lock; other callers
     call `as_of_now`."""
     if chat.channel_id is not None:
         return Reader.circle(channel_id=chat.channel_id, organization_id=chat.organization_id)

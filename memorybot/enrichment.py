@@ -3,11 +3,11 @@ with entries that help, keeping everything the person says and asks.
 
 Only entries the readers of the answer may see are offered (a group chat's circle sees only
 `for:channel:<c>` and `for:bot` entries); the entries the model names are checked again with
-`validate_references` [S3] and any failure keeps the input unchanged. No model call is made
-when no entry is visible [S2]. The rewrite is stored, encrypted, with the original [N5] and
-the entries it was made from, so a purge of one of them deletes it [P4]. The entries reach
+`validate_references` and any failure keeps the input unchanged. No model call is made
+when no entry is visible. The rewrite is stored, encrypted, with the original and
+the entries it was made from, so a purge of one of them deletes it. The entries reach
 the model as quoted notes, and a rewrite that carries instructions the person's words do not
-keeps the input unchanged [K6].
+keeps the input unchanged.
 """
 
 from collections.abc import Sequence
@@ -32,9 +32,9 @@ from memorybot.providers import (
 from memorybot.purge import entries_kept
 from memorybot.quoting import quoted, quoted_block
 
-# [B8] A bounded answer (the rewrite carries the input and the notes it uses): a model that
+# A bounded answer (the rewrite carries the input and the notes it uses): a model that
 # rambles, or pads its JSON with blank lines, is cut by its server instead of talking until
-# the deadline. A rewrite longer than this is cut, and a cut rewrite keeps the input [N4].
+# the deadline. A rewrite longer than this is cut, and a cut rewrite keeps the input.
 ANSWER_MAX_TOKENS = 1024
 
 ENRICH_PROMPT = (
@@ -52,23 +52,23 @@ ENRICH_PROMPT = (
 
 def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> str:
     """The text the bot's model sees for this turn's input: rewritten, or the person's own.
-    The model call waits at most `deadline_s` (default: the reply deadline [B6])."""
+    The model call waits at most `deadline_s` (default: the reply deadline)."""
     original = item.text
-    if item.kind != Item.Kind.PERSON:  # [N1] notices are not a person's words
+    if item.kind != Item.Kind.PERSON:  # notices are not a person's words
         return original
     chat = turn.chat
     duty = duty_for(chat)
-    if not chat.organization.bot_memory or duty.model is None:  # [N4]
+    if not chat.organization.bot_memory or duty.model is None:
         return original
     reader = reader_of_chat(chat, turn.person_id)
-    # [R3] `relevant`: the entries that match the person's input, most relevant first [R1].
+    # [R3] `relevant`: the entries that match the person's input, most relevant first.
     query = original if duty.recall == Pool.Recall.RELEVANT else None
     found = context(chat.bot, reader, ENRICHMENT_CONTEXT_LIMIT, query=query)
-    # [S2] No visible entry (or none that fits): no model call. `context` answers this
-    # already, so a separate `has_entries` query would only repeat its work [Q2].
+    # No visible entry (or none that fits): no model call. `context` answers this
+    # already, so a separate `has_entries` query would only repeat its work.
     if not found.entry_ids:
         return original
-    # [K6] The entries are quoted notes, never instructions.
+    # The entries are quoted notes, never instructions.
     notes = quoted_block(
         "notes",
         [
@@ -97,7 +97,7 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
         request=request,
         deadline_s=reply_deadline_s() if deadline_s is None else deadline_s,
     )
-    if not outcome.ok or outcome.result is None:  # [N4] budget, timeout, error
+    if not outcome.ok or outcome.result is None:  # budget, timeout, error
         return original
     answer = _parse(outcome.result.content)
     if answer is None:
@@ -106,11 +106,11 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
     if not used or text == original:
         return original
     if instruction_like(text) and not instruction_like(original):
-        return original  # [K6] a note's instructions never become the person's words
-    # [N2, S3] Every named entry must still be one these readers may use, checked now.
+        return original  # a note's instructions never become the person's words
+    # Every named entry must still be one these readers may use, checked now.
     if not validate_references(chat.bot, reader, used):
         return original
-    # [P4] Stored with every entry it was made from, unless one was purged meanwhile.
+    # Stored with every entry it was made from, unless one was purged meanwhile.
     with entries_kept(pool_id=chat.bot.pool_bot_id, entry_ids=found.entry_ids) as kept:
         if not kept:
             return original
@@ -127,14 +127,14 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
 
 
 def enrichment_entry_ids(*, turn: Turn) -> list[str]:
-    """[P4] The entries the turn's input was rewritten from; none when it was not."""
+    """The entries the turn's input was rewritten from; none when it was not."""
     return list(
         EnrichmentEntry.objects.filter(enrichment__turn=turn).values_list("entry_id", flat=True)
     )
 
 
 def rewrite_schema(entry_ids: Sequence[str]) -> AnswerSchema:
-    """[K2] The answers `_parse` accepts, as a strict JSON Schema: the rewritten input and the
+    """The answers `_parse` accepts, as a strict JSON Schema: the rewritten input and the
     ids of notes it was given. Text that is blank once trimmed is left to `_parse`."""
     answer = strict_object(
         {

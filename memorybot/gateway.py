@@ -1,12 +1,12 @@
-"""The one door every model call goes through: budget [B4], task slot [B5], deadline [B6],
-provider [B2], and the record of the call with its confirmed cost [B3].
+"""The one door every model call goes through: budget, task slot, deadline, provider, and
+the record of the call with its confirmed cost.
 
 `model_call` never raises for anything the model side does (an unknown model, a spent budget,
 no free slot, a timeout, an HTTP error, unusable output): it returns an outcome, and the caller
-falls back — the calm reply [B7], the unchanged input, a learning step that ends safely. Neither
+falls back — the calm reply, the unchanged input, a learning step that ends safely. Neither
 content nor provider messages reach logs or exceptions.
 
-Call it outside any transaction and outside the memory lock [L1]: it waits on the network.
+Call it outside any transaction and outside the memory lock: it waits on the network.
 """
 
 import json
@@ -40,7 +40,7 @@ Status = ModelCall.Status
 @dataclass(frozen=True)
 class CallOutcome:
     """How a call ended. `result` is set only when `status` is `ok` (and not when an entry
-    the call carried was purged while it ran [P4]); `call_id` is the `ModelCall` row
+    the call carried was purged while it ran); `call_id` is the `ModelCall` row
     recorded for it."""
 
     status: str
@@ -71,11 +71,11 @@ def model_call(
 ) -> CallOutcome:
     """Make one recorded model call for `bot`'s memory pool, paid by `organization`.
 
-    `deadline_s` counts from now and includes the wait for a slot [B6]. `concurrency`,
-    `budget_period` and `budget_limit_micros` are the pool's settings [A5] (None: no limit).
+    `deadline_s` counts from now and includes the wait for a slot. `concurrency`,
+    `budget_period` and `budget_limit_micros` are the pool's settings (None: no limit).
     A linked bot counts as its source bot.
 
-    [P4] `chat_id` is the chat the call is made for; the call carries the content of the
+    `chat_id` is the chat the call is made for; the call carries the content of the
     entries in `request.material` and of `entry_ids` (an input rewritten from entries). Both
     are recorded with the call, so a purge or a history deletion finds it without decrypting.
     """
@@ -127,7 +127,7 @@ def model_call(
         except Exception as exc:  # a provider bug must not break the turn; no message logged
             logger.error("model call: the provider raised %s", type(exc).__name__)
             return _record(call, Status.ERROR, error_kind="provider_bug")
-        # [B6] An answer after the deadline is not used, but what it cost is still billed.
+        # An answer after the deadline is not used, but what it cost is still billed.
         late = time.monotonic() > deadline_at
         return _record(
             call,
@@ -145,7 +145,7 @@ def _record(
     error_kind: str = "",
     usage: Usage | None = None,
 ) -> CallOutcome:
-    """Store the call. `usage` is what an answer without a usable `result` cost [B3]."""
+    """Store the call. `usage` is what an answer without a usable `result` cost."""
     call.status = status
     call.error_kind = error_kind
     call.finished_at = timezone.now()
@@ -182,5 +182,5 @@ def reply_deadline_s() -> float:
 
 
 def learning_step_deadline_s() -> float:
-    """[B6] How long one learning step may take."""
+    """How long one learning step may take."""
     return float(settings.OPENBOT_LEARNING_STEP_SECONDS)

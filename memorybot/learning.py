@@ -1,11 +1,11 @@
-"""[W1–W8] Learning: a durable, resumable run per confided turn.
+"""Learning: a durable, resumable run per confided turn.
 
-A confession stores a run for its turn [F4]. When the turn has ended (the shared event log
+A confession stores a run for its turn. When the turn has ended (the shared event log
 says so [W2]) a worker reads the chat's items after the chat's read position up to the end
-of that turn, asks the model for structured changes in one recorded step [W3], and applies
+of that turn, asks the model for structured changes in one recorded step, and applies
 them in one transaction under the pool's write lock together with the new read position and
-the end of the run [W4]. Every state lives in the database: broker messages carry run ids
-only [X2], and a delivery that finds the run done, claimed or not ready does nothing.
+the end of the run. Every state lives in the database: broker messages carry run ids
+only, and a delivery that finds the run done, claimed or not ready does nothing.
 """
 
 import json
@@ -43,15 +43,15 @@ logger = logging.getLogger(__name__)
 STEP = "changes"
 MAX_CLAIMS = 5
 LEARNING_QUEUE = "learning"
-# [F7] A message sent this recently may not be in the broker's sight yet: not lost.
+# A message sent this recently may not be in the broker's sight yet: not lost.
 LOST_AFTER_SECONDS = 2.0
-# [F7] Giving a run back is tried this often, with growing waits (about 24 s in all): a
+# Giving a run back is tried this often, with growing waits (about 24 s in all): a
 # database that restarts is back by then, and the run need not wait out its lease.
 RELEASE_ATTEMPTS = 7
 
 
 def learning_run_create(*, turn: Turn) -> LearningRun:
-    """[F4, W1] The run for a confided turn (one per turn, however often the bot confides)."""
+    """The run for a confided turn (one per turn, however often the bot confides)."""
     run, _ = LearningRun.objects.get_or_create(turn=turn, defaults={"chat_id": turn.chat_id})
     return run
 
@@ -62,7 +62,7 @@ def lease_seconds() -> float:
 
 
 def runs_due(*, resend: bool = False) -> list[int]:
-    """[W2, F7] Runs whose wait is over (their turn ended; a budget wait passed) or whose worker
+    """[F7] Runs whose wait is over (their turn ended; a budget wait passed) or whose worker
     died (its lease ran out): what the recovery pass re-enqueues. A run sent less than a lease
     ago is not sent again while the broker holds its message, so a backlog does not grow
     duplicates; one whose message the broker lost is (`resend`: every one)."""
@@ -119,7 +119,7 @@ def _claim(run_id: int) -> datetime | None:
 def runs_give_up() -> int:
     """End, with a safe error, runs whose workers kept dying or failing on them: after
     MAX_CLAIMS claims without progress. Their read position stays, so a later confide asks
-    to learn from that evidence again [B6]."""
+    to learn from that evidence again."""
     return (
         LearningRun.objects.filter(
             status__in=[LearningRun.Status.WAITING, LearningRun.Status.RUNNING],
@@ -174,7 +174,7 @@ def learning_run_process(*, run_id: int) -> None:
     if run is None or run.status in (LearningRun.Status.DONE, LearningRun.Status.FAILED):
         return
     if not Event.objects.filter(kind=Event.Kind.TURN_ENDED, turn_id=run.turn_id).exists():
-        return  # [W2] the turn has not ended: the turn's end enqueues the run again
+        return  # the turn has not ended: the turn's end enqueues the run again
     lease = _claim(run_id)
     if lease is None:
         return
@@ -187,7 +187,7 @@ def learning_run_process(*, run_id: int) -> None:
 
 
 def _release(run: LearningRun) -> None:
-    """[G1, F7] Give back a run whose delivery failed (the database busy past its timeout, or
+    """Give back a run whose delivery failed (the database busy past its timeout, or
     restarting), so the next delivery — Dramatiq's retry, the recovery pass — takes it at once
     instead of after the lease. The write is tried again on a new connection for about 24 s;
     should it still fail, the lease runs out as after a crash. Each claim counts towards
@@ -213,7 +213,7 @@ def _advance(run: LearningRun, lease: datetime) -> None:
     """The claimed run's step and apply; `run.leased_until` follows this worker's lease."""
     chat = Chat.objects.select_related("bot__source", "organization", "channel").get(id=run.chat_id)
     duty = duty_for(chat)
-    if not duty.learning_on or duty.model is None:  # [W8, B1]
+    if not duty.learning_on or duty.model is None:
         _finish(run, lease, LearningRun.Status.DONE, LearningRun.Error.LEARNING_OFF)
         return
     if run.start_seq is None:
@@ -226,7 +226,7 @@ def _advance(run: LearningRun, lease: datetime) -> None:
         return
     result = _recorded_result(run)
     if result is None and not run_items_learnable(run, chat):
-        apply_learning(run=run, changes=[], lease=lease)  # [D4] no model call for nothing
+        apply_learning(run=run, changes=[], lease=lease)  # nothing learnable: no model call
         return
     if result is None:
         request = learning_request(run, chat, duty.instructions)
@@ -264,9 +264,9 @@ def _advance(run: LearningRun, lease: datetime) -> None:
 
 
 def _cause(outcome: CallOutcome) -> str:
-    """[A12] The code of why a learning step's model call gave no answer."""
+    """The code of why a learning step's model call gave no answer."""
     if outcome.ok:
-        # [P4] It answered, but an entry it was shown was purged meanwhile: the answer may
+        # It answered, but an entry it was shown was purged meanwhile: the answer may
         # carry what was purged and is not used.
         return LearningRun.Error.PURGED
     if outcome.status == ModelCall.Status.ERROR:
@@ -288,7 +288,7 @@ def _step_key(run: LearningRun) -> str:
 def _recorded_result(run: LearningRun) -> ModelResult | None:
     """[W3] A step that completed is never called (or billed) again: reuse its result.
     Only the result is read: the request (the items and up to 300 entries) is not decrypted.
-    A result blanked by a purge or retention [P4, P5] is gone: the step is asked again."""
+    A result blanked by a purge or retention is gone: the step is asked again."""
     result = (
         ModelCall.objects.filter(
             step_key=_step_key(run), status=ModelCall.Status.OK, blanked_at__isnull=True
@@ -303,7 +303,7 @@ def _recorded_result(run: LearningRun) -> ModelResult | None:
 
 
 def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | None = None) -> None:
-    """[W4, W6, W7] Apply what may be applied, refuse the rest per change, advance the read
+    """[W4] Apply what may be applied, refuse the rest per change, advance the read
     position and end the run — one transaction under the pool's write lock.
 
     Applies nothing if the run has ended meanwhile, or (with `lease`) if another worker has
@@ -328,7 +328,7 @@ def apply_learning(*, run: LearningRun, changes: list[Any], lease: datetime | No
             ),
             reader=reader_of_chat(chat, run.turn.person_id),
         )
-        # [P4] The step's answer carries the content of the entries it created or changed.
+        # The step's answer carries the content of the entries it created or changed.
         ModelCallEntry.objects.bulk_create(
             [
                 ModelCallEntry(call_id=call_id, entry_id=entry_id)

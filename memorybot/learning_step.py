@@ -1,6 +1,6 @@
-"""[W1, W3, W5, W7] What a learning step works with: the request to the model (the run's new
+"""What a learning step works with: the request to the model (the run's new
 items, each marked for what it is, the confession as a pointer only, the owner's rules and
-the entries the run's reader may see — items and entries quoted as data [K6]), how its answer
+the entries the run's reader may see — items and entries quoted as data), how its answer
 is read, and the range of the chat its changes may name, as data for `memory.learned`."""
 
 from collections.abc import Sequence
@@ -29,9 +29,9 @@ from memorybot.quoting import quoted, quoted_block
 from openbot.fields import readable
 
 LEARNING_CONTEXT_SIZE = 300
-# [B8] A bounded answer: a model that rambles is cut by its server, not by the step's limit.
+# A bounded answer: a model that rambles is cut by its server, not by the step's limit.
 ANSWER_MAX_TOKENS = 1024
-# [K2] Bounds that keep an answer of the schema's shape within ANSWER_MAX_TOKENS, counting a
+# Bounds that keep an answer of the schema's shape within ANSWER_MAX_TOKENS, counting a
 # token per character of a note (a looping model fills notes with entities such as "&#34;",
 # a token or more each) and some 70 for the rest of a change, so a small model that loops —
 # inside a note, or adding change after change — ends its answer whole rather than being cut
@@ -81,12 +81,12 @@ def _learnable_of_run(run: LearningRun, chat: Chat) -> QuerySet[Item]:
 
 
 def run_items_learnable(run: LearningRun, chat: Chat) -> bool:
-    """[D4] Whether the run's range holds an item learning may receive."""
+    """Whether the run's range holds an item learning may receive."""
     return _learnable_of_run(run, chat).exists()
 
 
 def _run_items(run: LearningRun, chat: Chat) -> list[Item]:
-    """The run's items learning may receive; [X5] one that no key opens is left out (and
+    """The run's items learning may receive; one that no key opens is left out (and
     logged), not fatal."""
     return readable(
         _learnable_of_run(run, chat)
@@ -97,13 +97,13 @@ def _run_items(run: LearningRun, chat: Chat) -> list[Item]:
 
 
 def confessed(run: LearningRun) -> list[str]:
-    """[W1] What the bot said in the run's turn: its confessions. They show the memory bot
+    """What the bot said in the run's turn: its confessions. They show the memory bot
     where to look and never become memory themselves."""
     return [confession.text for confession in readable(Confession.objects.filter(turn=run.turn))]
 
 
 def bot_words(run: LearningRun) -> list[str]:
-    """[W1] What the bot said in the run's range: its confessions and its messages."""
+    """What the bot said in the run's range: its confessions and its messages."""
     said = readable(
         Item.objects.filter(
             chat_id=run.chat_id,
@@ -116,7 +116,7 @@ def bot_words(run: LearningRun) -> list[str]:
 
 
 def learning_request(run: LearningRun, chat: Chat, instructions: str) -> ModelRequest:
-    """[W5] The new items (each marked for what it is), the confession as a pointer only,
+    """The new items (each marked for what it is), the confession as a pointer only,
     the owner's instructions, the first 300 valid entries the run's reader may see, and
     topic counts over all valid entries of the organization."""
     items = _run_items(run, chat)
@@ -188,7 +188,7 @@ def _from(people: Sequence[str]) -> str:
 
 
 def _item_line(chat: Chat, item: Item) -> str:
-    """[K6] One item of the run, marked for what it is, its text quoted."""
+    """One item of the run, marked for what it is, its text quoted."""
     speaker = _speaker(item)
     label = _LABELS[Item.Kind(item.kind)] + (f" ({speaker})" if speaker else "")
     source = f" from app {item.app}" if item.app else ""
@@ -196,12 +196,12 @@ def _item_line(chat: Chat, item: Item) -> str:
 
 
 def changes_schema(*, chat: Chat, items: Sequence[Item], entry_ids: Sequence[str]) -> AnswerSchema:
-    """[K2] The answers this step accepts, as a strict JSON Schema: `{"changes": [...]}`, each
+    """The answers this step accepts, as a strict JSON Schema: `{"changes": [...]}`, each
     change one that `memory.learned` applies — a fact sourced from the person items shown, an
     observation over the entries shown, an invalidation or a topic change of an entry shown,
     a topic rename — within the answer's token limit. Left to the apply alone: content
     that is blank once trimmed, a topic's characters beyond ASCII (whether each is a lowercase
-    letter, a digit or a mark [E9]: a grammar of all of them would swamp constrained decoding),
+    letter, a digit or a mark: a grammar of all of them would swamp constrained decoding),
     and what depends on the memory when the answer arrives (an entry invalidated meanwhile, an
     audience wider than its sources allow)."""
     topic = {"type": "string", "pattern": TOPIC_SHAPE_BOUNDED, "maxLength": TOPIC_MAX_LENGTH}
@@ -263,7 +263,7 @@ def parse_changes(content: str | None) -> list[Any] | None:
 def learning_range(
     run: LearningRun, chat: Chat, *, first_seq: int, bot_words: list[str]
 ) -> LearningRange:
-    """[W7] What the run may learn from, as data: the metadata of the chat's items still to
+    """What the run may learn from, as data: the metadata of the chat's items still to
     learn (never their text), where they were said, and the bot's words."""
     last_seq = run.end_seq or 0
     rows = Item.objects.filter(chat_id=chat.id, seq__gte=first_seq, seq__lte=last_seq)

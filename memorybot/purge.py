@@ -3,9 +3,9 @@
 Model calls and enrichments carry entry content and chat items in encrypted columns. Each
 records, as plain metadata, what it carried: a model call its chat (`chat_id`) and the
 entries whose content it held (`ModelCallEntry`), an enrichment the entries it was made from
-(`EnrichmentEntry`). A purge [A4] blanks the requests and results of the calls that carried
+(`EnrichmentEntry`). A purge blanks the requests and results of the calls that carried
 what it removes and deletes the enrichments that used it, in the purge's own transaction;
-deleting a chat's history [P3] blanks that chat's calls; retention blanks old calls [P5].
+deleting a chat's history blanks that chat's calls; retention blanks old calls.
 Blanking keeps the rest of the row (usage, cost, purpose, status, ids) for billing and audit.
 
 A purge can begin while a model call runs (they are long) and would miss the copy the call
@@ -75,7 +75,7 @@ def model_calls_blank(calls: QuerySet[ModelCall]) -> int:
     """Blank the request and result of `calls` not blanked yet, a batch per transaction (or
     within the caller's); the count blanked. Their entry rows go too: a blank call carries no
     content. `calls` must name each call once (subqueries, not joins): batches of repeats made
-    a purge hold its lock for a minute [F5]."""
+    a purge hold its lock for a minute."""
     pending = calls.filter(blanked_at__isnull=True).values_list("id", flat=True)
     blanked = 0
     while batch := list(pending[:BLANK_BATCH]):
@@ -88,7 +88,7 @@ def model_calls_blank(calls: QuerySet[ModelCall]) -> int:
 
 
 def _calls_of_origin(*, pool_id: str, tag: str) -> Q:
-    """[P4] The pool's calls whose requests carry what a purged tag names: a chat's calls
+    """The pool's calls whose requests carry what a purged tag names: a chat's calls
     carry its items, and so do the calls of a channel's chats, of an organization, and of
     every chat a person took a turn in (their input, the history, the learning items)."""
     kind, _, value = tag.partition(":")
@@ -106,7 +106,7 @@ def _calls_of_origin(*, pool_id: str, tag: str) -> Q:
 def _copies_remove(
     *, pool_id: str, tag: str, entry_ids: Collection[str] | QuerySet[EntryTag, Any]
 ) -> None:
-    """[P4] Blank the calls that carried `entry_ids` (ids, or a query of them) or what `tag`
+    """Blank the calls that carried `entry_ids` (ids, or a query of them) or what `tag`
     names, and delete the enrichments made from `entry_ids`."""
     carried = ModelCallEntry.objects.filter(entry_id__in=entry_ids).values("call_id")
     model_calls_blank(ModelCall.objects.filter(id__in=carried))
@@ -117,7 +117,7 @@ def _copies_remove(
 
 
 def memory_purge(*, pool_id: str, tag: str) -> int:
-    """[A4, P2, P4, F5] Purge the pool's entries with `tag` and every readable copy of them
+    """Purge the pool's entries with `tag` and every readable copy of them
     and of what the tag names; the count of entries removed. The copies go first, outside the
     pool's lock; the entries, with the copies made since, in one transaction under it."""
     purge_tag_check(tag)
@@ -130,12 +130,12 @@ def memory_purge(*, pool_id: str, tag: str) -> int:
 
 
 def chat_model_calls_blank(*, chat_id: str) -> int:
-    """[P3, P4] Blank the chat's model calls (learning calls of its runs included): deleting
+    """Blank the chat's model calls (learning calls of its runs included): deleting
     its history removes their copies of its items."""
     return model_calls_blank(ModelCall.objects.filter(chat_id=chat_id))
 
 
 def model_calls_prune(*, older_than_days: int) -> int:
-    """[P5] Blank the requests and results of calls older than `older_than_days`."""
+    """Blank the requests and results of calls older than `older_than_days`."""
     cutoff = timezone.now() - timedelta(days=older_than_days)
     return model_calls_blank(ModelCall.objects.filter(created_at__lt=cutoff))

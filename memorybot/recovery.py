@@ -1,4 +1,4 @@
-"""[W2, C6, P5, F7] The recovery pass: end turns their process left open, re-enqueue every
+"""[W2] The recovery pass: end turns their process left open, re-enqueue every
 learning run whose wait is over, whose worker died or whose message the broker lost, and once a
 day blank model calls older than the retention. Workers run it on start and every
 OPENBOT_RECOVERY_SECONDS (`memorybot.worker`); operators run it as `manage.py recover_learning`."""
@@ -41,7 +41,7 @@ def recover_learning(*, resend: bool = False) -> int:
 
 
 def prune_model_calls_daily(last: float | None) -> float | None:
-    """[P5] Blank model calls older than the retention, if it is set and this process has
+    """Blank model calls older than the retention, if it is set and this process has
     not pruned in the last day (`last`: when it did, on the monotonic clock). Returns when
     this process last pruned."""
     days = settings.OPENBOT_MODEL_CALL_RETENTION_DAYS

@@ -1,5 +1,5 @@
 """Reads of the memory bot's records for a chat: its confessions, enrichments and learning
-runs [A6, A12]."""
+runs."""
 
 from collections import defaultdict
 from dataclasses import dataclass
@@ -15,7 +15,7 @@ from openbot.fields import readable
 
 
 def confessions_of_chat(*, chat_id: str) -> list[Confession]:
-    """[A6] What the bot confided in the chat and the replies, in order; [X5] a row no key
+    """What the bot confided in the chat and the replies, in order; a row no key
     opens is left out (and logged)."""
     return readable(Confession.objects.filter(chat_id=chat_id).order_by("id"))
 
@@ -34,11 +34,11 @@ class EnrichmentShown:
 
 
 def enrichments_of_chat(*, chat: Chat) -> list[EnrichmentShown]:
-    """[A6, N6] The chat's rewritten inputs with the persons' words and the entries used, in
+    """[N6] The chat's rewritten inputs with the persons' words and the entries used, in
     order, checked against what the chat's owner may use now: a rewrite made from an entry
     they left the channel of, Forgot, or that was invalidated no longer shows its text. Every
     entry the memory bot was shown counts, not only those it named: nothing proves which of
-    them shaped the text [V9]. [X5] A row no key opens is left out (and logged)."""
+    them shaped the text. A row no key opens is left out (and logged)."""
     enrichments = readable(Enrichment.objects.filter(chat_id=chat.id).order_by("id"))
     shown: defaultdict[int, set[str]] = defaultdict(set)
     for enrichment_id, entry_id in EnrichmentEntry.objects.filter(
@@ -74,17 +74,17 @@ def enrichments_of_chat(*, chat: Chat) -> list[EnrichmentShown]:
 
 
 def learning_runs_of_chat(*, chat_id: str) -> QuerySet[LearningRun]:
-    """[A12] The chat's learning runs, newest first; no content is stored on a run."""
+    """The chat's learning runs, newest first; no content is stored on a run."""
     return LearningRun.objects.filter(chat_id=chat_id).order_by("-created_at", "-id")
 
 
 def learning_run_of_turn(*, turn_id: int) -> int | None:
-    """[A12] The id of the learning run a turn's confession stored, if any."""
+    """The id of the learning run a turn's confession stored, if any."""
     return LearningRun.objects.filter(turn_id=turn_id).values_list("id", flat=True).first()
 
 
 def learning_runs_waiting(*, turn_id: int) -> list[int]:
-    """[W2] The ids of the turn's learning runs still waiting for the turn to end."""
+    """The ids of the turn's learning runs still waiting for the turn to end."""
     return list(
         LearningRun.objects.filter(turn_id=turn_id, status=LearningRun.Status.WAITING).values_list(
             "id", flat=True

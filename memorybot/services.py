@@ -8,7 +8,7 @@ from memorybot.purge import chat_model_calls_blank
 
 @transaction.atomic
 def chat_records_forget(*, chat_id: str) -> None:
-    """[P3, P4] Delete what the memory bot holds of a chat's history: the confessions and
+    """Delete what the memory bot holds of a chat's history: the confessions and
     enrichments that repeat its words (an enrichment keeps the person's original), and the
     requests and results of the chat's model calls."""
     Confession.objects.filter(chat_id=chat_id).delete()

@@ -24,10 +24,10 @@ def learn(run_id: int) -> None:
 def learning_enqueue(run_ids: list[int]) -> None:
     """Send the runs once the current transaction commits, so no message names an
     uncommitted row. (The in-process worker, where that is the setting, started with the
-    serving process [G2]: settings/wsgi.py.)
+    serving process: settings/wsgi.py.)
 
     A broker that cannot take the message fails nothing: the run is stored, and the recovery
-    pass sends it later [W2] (robust: the error is logged, the turn still answers)."""
+    pass sends it later (robust: the error is logged, the turn still answers)."""
     for run_id in run_ids:
         transaction.on_commit(lambda run_id=run_id: learning_send(run_id), robust=True)  # type: ignore[misc]
 

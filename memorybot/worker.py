@@ -1,4 +1,4 @@
-"""[W2] Where learning runs: an in-process worker by default, `rundramatiq` in production,
+"""Where learning runs: an in-process worker by default, `rundramatiq` in production,
 and the middleware that runs the recovery pass (`memorybot.recovery`) on worker start and
 every OPENBOT_RECOVERY_SECONDS.
 
@@ -60,7 +60,7 @@ class LearningRecovery(dramatiq.Middleware):
 def ensure_inprocess_worker(**options: Any) -> None:
     """Start a worker in this process on the configured broker, with its recovery pass, once,
     when OPENBOT_INPROCESS_WORKER is set (the default: no broker to install). The serving
-    process calls it when it creates the WSGI application [G2]: settings/wsgi.py."""
+    process calls it when it creates the WSGI application: settings/wsgi.py."""
     global _inprocess
     if not settings.OPENBOT_INPROCESS_WORKER:
         return

@@ -1,7 +1,7 @@
 """Who may use which bot: bots are looked up *through* the caller (zulip's access_*_by_id).
 
 Another organization's bot, or a bot you have no grant on, is a 404; a bot you may read but
-not change is a 403 on writes [H3, H4, §8].
+not change is a 403 on writes.
 """
 
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ class Caller:
 def grants_of(*, bot_id: str, person_id: str, organization_id: str) -> QuerySet[Grant]:
     """The grants on the bot that reach the person working in `organization_id` [H3]: their own,
     and their organization's while they are a member of it. The membership is an indexed
-    `EXISTS` on (organization, person), not a join over every member of the organization [Q4]."""
+    `EXISTS` on (organization, person), not a join over every member of the organization."""
     member = Membership.objects.filter(organization_id=organization_id, person_id=person_id)
     return Grant.objects.filter(bot_id=bot_id).filter(
         Q(person_id=person_id) | Q(organization_id=organization_id) & Q(Exists(member))
@@ -45,7 +45,7 @@ def _strongest(grants: QuerySet[Grant]) -> QuerySet[Grant, str]:
 
 
 def bot_level(*, bot: Bot, person_id: str, organization_id: str) -> str | None:
-    """The person's grant level on `bot` when working in `organization_id`, or None [H3]."""
+    """The person's grant level on `bot` when working in `organization_id`, or None."""
     if bot.organization_id != organization_id:
         return None
     grants = grants_of(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
@@ -67,7 +67,7 @@ _BOT_FIELDS = ("id", "organization_id", "name", "source_id", "model")
 
 def _bot_and_level(*, caller: Caller, bot_id: str) -> tuple[Bot, str]:
     """A bot of the caller's organization and the caller's grant level on it, else 404; one
-    query, compiled once per process [Q4]."""
+    query, compiled once per process."""
 
     def build() -> QuerySet[Any]:
         person_id, organization_id = stand_in("person"), stand_in("org")
@@ -97,7 +97,7 @@ def bot_for_reader(*, caller: Caller, bot_id: str) -> Bot:
 
 
 def bot_for_memory_admin(*, caller: Caller, bot_id: str) -> Bot:
-    """[A4, A5, H4] `write` on a bot that is not linked; 404 if unseen, 403 if only read."""
+    """[H4] `write` on a bot that is not linked; 404 if unseen, 403 if only read."""
     bot, level = _bot_and_level(caller=caller, bot_id=bot_id)
     if level != Grant.Level.WRITE:
         raise Forbidden("this needs write on the bot")

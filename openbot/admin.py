@@ -48,7 +48,7 @@ def encrypted_fields(model: Any) -> list[str]:
 
 
 def ms_time(ms: int | None) -> str:
-    """[O5] Epoch milliseconds [E1] as a UTC date-time."""
+    """Epoch milliseconds as a UTC date-time."""
     if ms is None:
         return "-"
     moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
@@ -185,7 +185,7 @@ class IdLinks:
 
 
 class StaffReadOnly:
-    """[O3] Staff may view; nobody may add, change or delete. Every field a page names is
+    """Staff may view; nobody may add, change or delete. Every field a page names is
     read-only, links and times included."""
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
@@ -208,7 +208,7 @@ class StaffReadOnly:
 
 
 class ReadOnlyAdmin(StaffReadOnly, IdLinks, admin.ModelAdmin):
-    """[O3] No add, change or delete; staff see metadata, and no page decrypts content.
+    """No add, change or delete; staff see metadata, and no page decrypts content.
 
     Encrypted columns are deferred in every query and left out of every list and form, so a
     subclass cannot show content by naming the field, and the pages work without the keys.
@@ -235,7 +235,7 @@ class ReadOnlyAdmin(StaffReadOnly, IdLinks, admin.ModelAdmin):
 
 
 class ReadOnlyInline(StaffReadOnly, IdLinks, admin.TabularInline):
-    """[O3] Related rows listed on a page, read-only, for staff."""
+    """Related rows listed on a page, read-only, for staff."""
 
     extra = 0
     can_delete = False
@@ -354,7 +354,7 @@ class ChannelMemberAdmin(ReadOnlyAdmin):
     fields = ("channel_link", "person_link")
 
 
-# [O3] Every model is read-only in the admin, Django's own users and groups included:
+# Every model is read-only in the admin, Django's own users and groups included:
 # operators manage staff accounts with `manage.py createsuperuser`/`changepassword`.
 admin.site.unregister(User)
 admin.site.unregister(Group)

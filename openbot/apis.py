@@ -1,5 +1,5 @@
-"""[A7] Organization settings and [D4] channels for org admins; [D4] a person's own settings;
-[F8] the health endpoints for operators."""
+"""Organization settings and channels for org admins; a person's own settings; the health
+endpoints for operators."""
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema
@@ -27,7 +27,7 @@ from openbot.viewsets import ScopedViewSet
 
 
 class HealthProbeApi(APIView):
-    """[F8] A probe for operators: no token, no throttle, not in the API's schema."""
+    """A probe for operators: no token, no throttle, not in the API's schema."""
 
     authentication_classes = []
     permission_classes = [AllowAny]
@@ -37,14 +37,14 @@ class HealthProbeApi(APIView):
 class LivenessApi(HealthProbeApi):
     @extend_schema(exclude=True)
     def get(self, request: Request) -> Response:
-        """[F8] The process serves requests; the database is not asked."""
+        """The process serves requests; the database is not asked."""
         return Response({"status": "ok"})
 
 
 class ReadinessApi(HealthProbeApi):
     @extend_schema(exclude=True)
     def get(self, request: Request) -> Response:
-        """[F8] The database and the broker answer; a 503 names which does not, nothing else."""
+        """The database and the broker answer; a 503 names which does not, nothing else."""
         unready = unready_dependencies()
         if unready:
             # The probe's answer, not this server's failure: no log line per probe.
@@ -68,7 +68,7 @@ class OrganizationSettingsInput(StrictSerializer):
         required=False,
         allow_null=True,
         max_length=MAX_MODEL_NAME,
-        validators=[RegexValidator(MODEL_NAME_PATTERN)],  # [A15] checked by the service too
+        validators=[RegexValidator(MODEL_NAME_PATTERN)],  # checked by the service too
     )
 
 
@@ -91,18 +91,18 @@ class MySettingsInput(StrictSerializer):
 
 
 class MySettingsApi(APIView):
-    """[D4] The token's person's own settings."""
+    """The token's person's own settings."""
 
     permission_classes = [IsAuthenticated]
 
     @extend_schema(responses={200: MySettingsOutput, **errors(401)})
     def get(self, request: Request) -> Response:
-        """[D4] Whether learning may use what you say."""
+        """Whether learning may use what you say."""
         return Response(MySettingsOutput(caller_of(request).person).data)
 
     @extend_schema(request=MySettingsInput, responses={200: MySettingsOutput, **errors(400, 401)})
     def patch(self, request: Request) -> Response:
-        """[D4] `learnFromMe: false`: learning neither receives nor applies what you say, in
+        """`learnFromMe: false`: learning neither receives nor applies what you say, in
         every chat; what was learned before stays (ForgetMine removes it)."""
         serializer = MySettingsInput(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -114,7 +114,7 @@ class MySettingsApi(APIView):
 
 
 class OrganizationViewSet(ScopedViewSet):
-    """[A7] An organization's settings, for its admins."""
+    """An organization's settings, for its admins."""
 
     permission_classes = [IsAuthenticated, IsOrganizationAdmin]
     lookup_url_kwarg = "org_id"
@@ -123,7 +123,7 @@ class OrganizationViewSet(ScopedViewSet):
     # Not named `settings`: that is DRF's `api_settings` on every view.
     @action(detail=True, methods=["get"], url_path="settings")
     def organization_settings(self, request: Request, org_id: str) -> Response:
-        """[A7] Whether the memory bot works for the organization, and its model."""
+        """Whether the memory bot works for the organization, and its model."""
         return Response(OrganizationSettingsOutput(self.organization).data)
 
     @extend_schema(
@@ -132,7 +132,7 @@ class OrganizationViewSet(ScopedViewSet):
     )
     @organization_settings.mapping.patch
     def organization_settings_update(self, request: Request, org_id: str) -> Response:
-        """[A7, A15] Change the fields given; `botMemoryModel: null` clears the model."""
+        """Change the fields given; `botMemoryModel: null` clears the model."""
         serializer = OrganizationSettingsInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -149,7 +149,7 @@ class OrganizationViewSet(ScopedViewSet):
     )
     @action(detail=True, methods=["patch"], url_path="channels/(?P<channel_id>[^/]+)")
     def channel_update(self, request: Request, org_id: str, channel_id: str) -> Response:
-        """[D4] `learning: false`: learning neither receives nor applies what is said in the
+        """`learning: false`: learning neither receives nor applies what is said in the
         channel's group chats; what was learned before stays."""
         serializer = ChannelInput(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer <token>` that is not expired, for a person who is still a member
-    of its organization [H2, H7]."""
+    of its organization."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         header = authentication.get_authorization_header(request).split()
@@ -72,9 +72,9 @@ _ORGANIZATION_FIELDS = ("id", "name")
 
 
 def _token_of(key_hash: str) -> Token | None:
-    """[H2, H7] The token with `key_hash`, its person and organization, if it has not expired
+    """[H7] The token with `key_hash`, its person and organization, if it has not expired
     and the person is still a member of its organization; its use is noted at most once a
-    minute. One query, compiled once per process [Q4]."""
+    minute. One query, compiled once per process."""
 
     def build() -> QuerySet[Any]:
         member = Membership.objects.filter(

@@ -50,8 +50,7 @@ class Compiled:
         """The SQL with PostgreSQL's own placeholders ($1 …), which psycopg sends as it is
         (`cursor(native=True)`). psycopg parses a query with placeholders of its own again on
         every call once it has more than 50 parameters (or 4,096 bytes), and the full listing
-        has more than 50: parsing it again is a noticeable share of a small listing's time
-        [Q4]."""
+        has more than 50: parsing it again is a noticeable share of a small listing's time."""
         numbers = itertools.count(1)
         native = re.sub(
             r"%%|%s", lambda found: "%" if found[0] == "%%" else f"${next(numbers)}", self.sql
@@ -75,7 +74,7 @@ def cursor(*, binary: bool = False, native: bool = False) -> Any:
     """A cursor for queries run many times with different values: on PostgreSQL it binds
     the parameters on the server, so that psycopg prepares a query the second time a
     connection runs it (`prepare_threshold`, settings.base) and PostgreSQL stops planning it
-    on every call [Q4]. Django's own cursors bind on the client and are never prepared.
+    on every call. Django's own cursors bind on the client and are never prepared.
 
     With `binary`, PostgreSQL sends the rows in its binary format, which psycopg reads
     faster than text, which counts for a long listing. Only for rows of text, numbers,

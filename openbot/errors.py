@@ -84,13 +84,13 @@ def error_body(code: str, message: str, fields: dict[str, Any] | None = None) ->
     return {"error": error}
 
 
-# [G1] What a client hears when the database stayed busy past its timeout: try again soon.
+# What a client hears when the database stayed busy past its timeout: try again soon.
 BUSY_STATUS = 503
 BUSY_HEADERS = {"Retry-After": "2"}
 
 
 def database_busy(exc: BaseException) -> bool:
-    """[G1] SQLite's "database is locked" (or "database table is locked"): another writer
+    """SQLite's "database is locked" (or "database table is locked"): another writer
     held the database for longer than the busy timeout. A moment later the request may pass."""
     cause = exc.__cause__
     return (
@@ -104,7 +104,7 @@ def busy_body() -> dict[str, Any]:
     return error_body("busy", "the database is busy: try again shortly")
 
 
-# [F8] What a client hears when a service the request needs cannot be reached: try again soon.
+# What a client hears when a service the request needs cannot be reached: try again soon.
 UNAVAILABLE_STATUS = 503
 UNAVAILABLE_HEADERS = {"Retry-After": "5"}
 
@@ -114,7 +114,7 @@ _UNREACHABLE_SQLSTATES = ("57P01", "57P02", "57P03")
 
 
 def database_unreachable(exc: BaseException) -> bool:
-    """[F8] PostgreSQL cannot be reached: a connection refused or lost, a server shutting down
+    """PostgreSQL cannot be reached: a connection refused or lost, a server shutting down
     or starting up. psycopg's OperationalError without a SQLSTATE is libpq's report of the
     connection: no connection made (refused; or turned away by the server, whatever the
     reason, from "starting up" to "too many clients" or a wrong password, which libpq reports

@@ -167,7 +167,7 @@ def _opened(
     try:
         return [field.open(value) for field, value in zip(fields, values, strict=True)]
     except EncryptionKeyError as exc:
-        # [X5] Where, never what: no ciphertext, no content.
+        # Where, never what: no ciphertext, no content.
         logger.warning(
             "left out a row no key opens: table=%s id=%s column=%s", exc.table, row_id, exc.column
         )
@@ -175,7 +175,7 @@ def _opened(
 
 
 def readable(queryset: QuerySet[M]) -> list[M]:
-    """[X5] The rows of `queryset` with their encrypted columns opened row by row; a row no
+    """The rows of `queryset` with their encrypted columns opened row by row; a row no
     configured key opens is left out (and logged), so it never fails the whole list."""
     fields = encrypted_fields(queryset.model)
     rows = queryset.defer(*(field.name for field in fields)).annotate(
@@ -208,7 +208,7 @@ def sealed_values(queryset: QuerySet[Any], *names: str) -> QuerySet[Any]:
 def readable_rows(
     model: type[models.Model], rows: Iterable[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """[X5] Rows of `sealed_values` with their encrypted columns opened row by row; a row no
+    """Rows of `sealed_values` with their encrypted columns opened row by row; a row no
     configured key opens is left out (and logged)."""
     fields = encrypted_fields(model)
     primary_key = model._meta.pk
@@ -225,6 +225,6 @@ def readable_rows(
 
 
 def readable_values(queryset: QuerySet[Any], *names: str) -> list[dict[str, Any]]:
-    """[X5] `queryset.values(*names)` with encrypted columns opened row by row; a row no
+    """`queryset.values(*names)` with encrypted columns opened row by row; a row no
     configured key opens is left out (and logged). `names` include the primary key."""
     return readable_rows(queryset.model, sealed_values(queryset, *names))

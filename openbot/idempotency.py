@@ -134,7 +134,7 @@ def _fingerprint(request: Request) -> str:
 
 
 def idempotency_prune() -> int:
-    """[F9] Delete the records older than 24 hours; how many. Run lazily, before each claim."""
+    """Delete the records older than 24 hours; how many. Run lazily, before each claim."""
     deleted, _ = IdempotencyKey.objects.filter(created_at__lt=timezone.now() - WINDOW).delete()
     return deleted
 
@@ -151,7 +151,7 @@ def _claim(
 ) -> Claim | IdempotencyKey:
     """Claim the key for the caller, committed before the work starts; or the record of the
     earlier request that holds it. A claim left empty past the turn deadline (and a margin)
-    lost its process [C6] and is taken over."""
+    lost its process and is taken over."""
     records = _records(caller, key_hash)
     stale_s = settings.OPENBOT_TURN_DEADLINE_SECONDS + STALE_AFTER_DEADLINE_SECONDS
     records.filter(
@@ -195,7 +195,7 @@ def idempotent(
     work: Callable[[Claim], Any],
     replay: Callable[[str], Any | None],
 ) -> Response:
-    """[F9] Answer `status` with what `work` returns, once per `Idempotency-Key`.
+    """Answer `status` with what `work` returns, once per `Idempotency-Key`.
 
     `work` calls `claim.made(resource)` in the transaction that commits what it made.
     `replay` renders that answer again from the resource: None while the work still runs,

@@ -64,8 +64,8 @@ class JsonNotFound:
 class AnswerDatabaseUnavailable:
     """A database that cannot answer is 503 with `Retry-After`, never a 500.
 
-    [G1] A busy database, in the views DRF's exception handler does not see (the admin).
-    [F8] An unreachable one, raised by any view (DRF's too: its handler leaves such errors to
+    A busy database, in the views DRF's exception handler does not see (the admin).
+    An unreachable one, raised by any view (DRF's too: its handler leaves such errors to
     Django) or by a middleware inside this one (`openbot.outage`)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:

@@ -10,7 +10,7 @@ from openbot.errors import invalid
 
 PROVIDERS = ("openai", "offline")
 MAX_MODEL_NAME = 200
-# [A13] What `parse_model` accepts, for the schema: a known provider, a colon, a name that is
+# What `parse_model` accepts, for the schema: a known provider, a colon, a name that is
 # not blank (both are stripped of surrounding whitespace), and no NUL anywhere.
 MODEL_NAME_PATTERN = rf"^\s*({'|'.join(PROVIDERS)})\s*:[^\x00]*[^\s\x00][^\x00]*$"
 

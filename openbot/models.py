@@ -1,5 +1,5 @@
-"""Tenancy: organizations, people, memberships, tokens, bots, grants, channels [H1–H6]; the
-requests sent with an `Idempotency-Key` [F9]."""
+"""Tenancy: organizations, people, memberships, tokens, bots, grants, channels; the requests
+sent with an `Idempotency-Key`."""
 
 from django.db import models
 from django.utils import timezone
@@ -23,7 +23,7 @@ class Person(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=ids.person_id)
     name = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
-    # [D4] Whether learning may use what the person says ("don't learn from me" when false).
+    # Whether learning may use what the person says ("don't learn from me" when false).
     learn_from_me = models.BooleanField(default=True)
 
     # DRF's IsAuthenticated asks the authenticated principal this.
@@ -55,15 +55,15 @@ class Membership(models.Model):
 
 
 class Token(models.Model):
-    """[H2] A bearer token for one person in one organization; only its hash is stored."""
+    """A bearer token for one person in one organization; only its hash is stored."""
 
     key_hash = models.CharField(max_length=64, unique=True)
     person = models.ForeignKey(Person, on_delete=models.CASCADE)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     created_at = models.DateTimeField(auto_now_add=True)
-    # [H7] None: never expires.
+    # None: never expires.
     expires_at = models.DateTimeField(null=True, blank=True)
-    # [H7] Refreshed at most once a minute, so reads stay reads.
+    # Refreshed at most once a minute, so reads stay reads.
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
@@ -71,7 +71,7 @@ class Token(models.Model):
 
 
 class Bot(models.Model):
-    """[H3, H4] A bot of one organization; a linked bot points at the bot it shares."""
+    """[H4] A bot of one organization; a linked bot points at the bot it shares."""
 
     id = models.CharField(primary_key=True, max_length=40, default=ids.bot_id)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
@@ -88,7 +88,7 @@ class Bot(models.Model):
 
     @property
     def pool_bot_id(self) -> str:
-        """[H4] The bot whose memory pool this bot uses."""
+        """The bot whose memory pool this bot uses."""
         return self.source_id or self.id
 
 
@@ -120,13 +120,13 @@ class Grant(models.Model):
 
 
 class Channel(models.Model):
-    """[H5] A group of people in one organization; membership changes at any time."""
+    """A group of people in one organization; membership changes at any time."""
 
     id = models.CharField(primary_key=True, max_length=40, default=ids.channel_id)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     name = models.CharField(max_length=200, blank=True, default="")
     members = models.ManyToManyField(Person, through="ChannelMember", related_name="channels")
-    # [D4] Whether learning may use what is said in the channel's group chats.
+    # Whether learning may use what is said in the channel's group chats.
     learning = models.BooleanField(default=True)
 
     def __str__(self) -> str:
@@ -147,7 +147,7 @@ class ChannelMember(models.Model):
 
 
 class IdempotencyKey(models.Model):
-    """[F9] A request sent with an `Idempotency-Key`, kept 24 hours without its content: keyed
+    """A request sent with an `Idempotency-Key`, kept 24 hours without its content: keyed
     hashes of the key and of the request, and a reference to what the request made, from which
     a replay renders the answer again (`openbot.idempotency`)."""
 

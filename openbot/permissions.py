@@ -25,7 +25,7 @@ def scoped(view: Any, kind: type[Scoped]) -> Scoped:
 
 
 class CanReadBot(BasePermission):
-    """Read on the route's bot [H3]; an unseen bot is a 404."""
+    """Read on the route's bot; an unseen bot is a 404."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         view = scoped(view, ScopedViewSet)
@@ -34,7 +34,7 @@ class CanReadBot(BasePermission):
 
 
 class CanWriteBot(BasePermission):
-    """Write on the route's bot, which is not linked [A4, A5, H4]; read only is a 403."""
+    """Write on the route's bot, which is not linked; read only is a 403."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         view = scoped(view, ScopedViewSet)
@@ -43,7 +43,7 @@ class CanWriteBot(BasePermission):
 
 
 class IsOrganizationAdmin(BasePermission):
-    """An admin of the route's organization, the caller's own [A7]; another one is a 404."""
+    """An admin of the route's organization, the caller's own; another one is a 404."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         view = scoped(view, ScopedViewSet)

@@ -1,4 +1,4 @@
-"""[Q4] The one response renderer: DRF's JSON, encoded by orjson.
+"""The one response renderer: DRF's JSON, encoded by orjson.
 
 orjson encodes a large listing's body far faster than `json.dumps`, which was a visible share
 of the listing's time.

@@ -31,7 +31,7 @@ class AutoSchema(SpectacularAutoSchema):
         return f"{view}{name.removesuffix('Serializer')}"
 
     def get_operation_id(self) -> str:
-        """`<basename>_<action>` of the ViewSet, e.g. `memory_list`, `chat_turns` [A9]."""
+        """`<basename>_<action>` of the ViewSet, e.g. `memory_list`, `chat_turns`."""
         basename = getattr(self.view, "basename", None)
         action = getattr(self.view, "action", None)
         if basename is None or action is None:
@@ -44,7 +44,7 @@ class AutoSchema(SpectacularAutoSchema):
         return False
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
-        """[A13] A request body that refuses unknown fields says so: no other properties."""
+        """A request body that refuses unknown fields says so: no other properties."""
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
         if direction != "request":
             return schema
@@ -61,7 +61,7 @@ class AutoSchema(SpectacularAutoSchema):
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    """[H2] `Authorization: Bearer <token>`."""
+    """`Authorization: Bearer <token>`."""
 
     target_class = "openbot.auth.BearerTokenAuthentication"
     name = "bearerAuth"
@@ -94,5 +94,5 @@ ERROR_MEANINGS = {
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """[A13] The error answers an operation can give, each in the §8 shape."""
+    """The error answers an operation can give, each in the error shape."""
     return {code: OpenApiResponse(ERROR, description=ERROR_MEANINGS[code]) for code in codes}

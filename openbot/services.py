@@ -29,7 +29,7 @@ def token_hash(raw: str) -> str:
 
 @transaction.atomic
 def organization_create(*, name: str) -> Organization:
-    """Create an organization with default settings [H1]."""
+    """Create an organization with default settings."""
     if not name.strip():
         raise invalid("name", "an organization needs a name")
     return Organization.objects.create(name=name)
@@ -71,7 +71,7 @@ def membership_remove(*, organization: Organization, person: Person) -> None:
 def token_create(
     *, person: Person, organization: Organization, expires_in_days: int | None = None
 ) -> str:
-    """[H2, H7] Issue a token; the raw value is returned once and only its hash is stored."""
+    """[H2] Issue a token; the raw value is returned once and only its hash is stored."""
     if expires_in_days is not None and not 1 <= expires_in_days <= 36_500:
         raise invalid("expires_in", "must be 1 to 36500 days")
     if not Membership.objects.filter(organization=organization, person=person).exists():
@@ -93,38 +93,38 @@ def token_create(
 
 @transaction.atomic
 def token_revoke(*, token_id: int) -> None:
-    """[H7] Revoke a token: the next request with it is a 401."""
+    """Revoke a token: the next request with it is a 401."""
     deleted, _ = Token.objects.filter(pk=token_id).delete()
     if not deleted:
         raise NotFound(f"token: no token with id {token_id}", fields={"token": ["not found"]})
 
 
-# [H7] A token's last use is written at most this often.
+# A token's last use is written at most this often.
 TOKEN_USE_NOTED_EVERY = timedelta(minutes=1)
 
 
 def token_use_stale() -> Q:
-    """[H7] Tokens whose use is to be noted now: never noted, or not for a while."""
+    """Tokens whose use is to be noted now: never noted, or not for a while."""
     return Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - TOKEN_USE_NOTED_EVERY)
 
 
 def token_mark_used(*, token_id: int) -> None:
-    """[H7] Note that the token was used now (for tokens `token_use_stale` selects)."""
+    """Note that the token was used now (for tokens `token_use_stale` selects)."""
     Token.objects.filter(pk=token_id).update(last_used_at=timezone.now())
 
 
 @transaction.atomic
 def bot_create(*, organization: Organization, name: str = "", model: str | None = None) -> Bot:
-    """Create a bot owned by `organization` [H3]."""
+    """Create a bot owned by `organization`."""
     bot = Bot(organization=organization, name=name)
     if model is not None:
-        bot.model = model_name_checked(model, field="model")  # [A15]
+        bot.model = model_name_checked(model, field="model")
     bot.save()
     return bot
 
 
 def bot_model_update(*, bot: Bot, model: str) -> Bot:
-    """Change the model a bot answers with [A15]."""
+    """Change the model a bot answers with."""
     bot.model = model_name_checked(model, field="model")
     bot.save(update_fields=["model"])
     return bot
@@ -132,7 +132,7 @@ def bot_model_update(*, bot: Bot, model: str) -> Bot:
 
 @transaction.atomic
 def bot_link(*, bot: Bot, organization: Organization) -> Bot:
-    """[H4] Share `bot` into `organization` as a linked bot (idempotent)."""
+    """Share `bot` into `organization` as a linked bot (idempotent)."""
     source = bot.source or bot
     if source.organization_id == organization.id:
         raise ApplicationError(
@@ -155,7 +155,7 @@ def grant_set(
     person: Person | None = None,
     organization: Organization | None = None,
 ) -> Grant:
-    """[H3] Give `read` or `write` on `bot` to a person or to all members of an organization."""
+    """Give `read` or `write` on `bot` to a person or to all members of an organization."""
     if level not in Grant.Level.values:
         raise ApplicationError("level: must be read or write", fields={"level": ["invalid"]})
     if (person is None) == (organization is None):
@@ -185,13 +185,13 @@ def grant_set(
 def grant_revoke(
     *, bot: Bot, person: Person | None = None, organization: Organization | None = None
 ) -> None:
-    """[H3] Take back the grant on `bot` of a person or of an organization's members."""
+    """Take back the grant on `bot` of a person or of an organization's members."""
     Grant.objects.filter(bot=bot, person=person, organization=organization).delete()
 
 
 @transaction.atomic
 def channel_create(*, organization: Organization, members: list[Person], name: str = "") -> Channel:
-    """[H5] Create a channel of members of `organization`."""
+    """Create a channel of members of `organization`."""
     channel = Channel.objects.create(organization=organization, name=name)
     for person in members:
         channel_member_add(channel=channel, person=person)
@@ -200,7 +200,7 @@ def channel_create(*, organization: Organization, members: list[Person], name: s
 
 @transaction.atomic
 def channel_member_add(*, channel: Channel, person: Person) -> None:
-    """[H5] Add a member of the channel's organization to the channel (idempotent)."""
+    """Add a member of the channel's organization to the channel (idempotent)."""
     if not Membership.objects.filter(
         organization_id=channel.organization_id, person=person
     ).exists():
@@ -213,12 +213,12 @@ def channel_member_add(*, channel: Channel, person: Person) -> None:
 
 @transaction.atomic
 def channel_member_remove(*, channel: Channel, person: Person) -> None:
-    """[H5] Take a person out of a channel; every later check sees it at once."""
+    """Take a person out of a channel; every later check sees it at once."""
     ChannelMember.objects.filter(channel=channel, person=person).delete()
 
 
 def channel_learning_set(*, organization: Organization, channel_id: str, learning: bool) -> Channel:
-    """[D4] Let learning use what is said in the channel's group chats, or not. What was
+    """Let learning use what is said in the channel's group chats, or not. What was
     learned before stays (a purge of `channel:<id>` removes it). Another organization's
     channel is a 404."""
     channel = Channel.objects.filter(id=channel_id, organization=organization).first()
@@ -230,7 +230,7 @@ def channel_learning_set(*, organization: Organization, channel_id: str, learnin
 
 
 def person_learning_set(*, person: Person, learn_from_me: bool) -> Person:
-    """[D4] Let learning use what the person says, or not. What was learned before stays
+    """Let learning use what the person says, or not. What was learned before stays
     (ForgetMine or an erasure removes it)."""
     person.learn_from_me = learn_from_me
     person.save(update_fields=["learn_from_me"])
@@ -245,7 +245,7 @@ def organization_settings_update(
     bot_memory_model: str | None = None,
     clear_model: bool = False,
 ) -> Organization:
-    """[A7] Change `botMemory` and/or `botMemoryModel` (`clear_model` sets it to null)."""
+    """Change `botMemory` and/or `botMemoryModel` (`clear_model` sets it to null)."""
     fields = []
     if bot_memory is not None:
         organization.bot_memory = bot_memory
@@ -254,9 +254,7 @@ def organization_settings_update(
         organization.bot_memory_model = None
         fields.append("bot_memory_model")
     elif bot_memory_model is not None:
-        organization.bot_memory_model = model_name_checked(  # [A15]
-            bot_memory_model, field="botMemoryModel"
-        )
+        organization.bot_memory_model = model_name_checked(bot_memory_model, field="botMemoryModel")
         fields.append("bot_memory_model")
     if fields:
         organization.save(update_fields=fields)

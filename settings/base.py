@@ -65,7 +65,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # [Q4] psycopg prepares a query the second time a connection runs it. Only the
+    # psycopg prepares a query the second time a connection runs it. Only the
     # server-binding cursors of openbot.compiled are ever prepared (Django's own bind on the
     # client); 0 turns it off, as a connection pooler in transaction mode needs. A prepared
     # query keeps one generic plan for its connection: left to choose, PostgreSQL went back to
@@ -73,7 +73,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     threshold = env_int("DATABASE_PREPARE_THRESHOLD", 1, minimum=0)
     options = DATABASES["default"].setdefault("OPTIONS", {})
     options["prepare_threshold"] = threshold or None
-    # [Q4] No JIT either: the estimate of a full listing's access check counts the set of
+    # No JIT either: the estimate of a full listing's access check counts the set of
     # entries that pass (memory.access.every_visible_entry) once per entry, far above
     # `jit_above_cost`, and PostgreSQL compiled the statement on every call, which took far
     # longer than running it. Without preparing (0, as behind a pooler, which refuses or
@@ -121,9 +121,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "COMPONENT_SPLIT_REQUEST": True,
     # Operations are tagged by the segment after /v1 (bots, chats, …); named, since the health
-    # endpoints outside /v1 would otherwise leave no common prefix to find [F8].
+    # endpoints outside /v1 would otherwise leave no common prefix to find.
     "SCHEMA_PATH_PREFIX": "/v1",
-    # [A13] A PATCH body keeps its required fields (`expected`): no all-optional "Patched…".
+    # A PATCH body keeps its required fields (`expected`): no all-optional "Patched…".
     "COMPONENT_SPLIT_PATCH": False,
     "SERVE_INCLUDE_SCHEMA": False,
     "DESCRIPTION": (
@@ -131,7 +131,7 @@ SPECTACULAR_SETTINGS = {
         'what its memory bot did. Errors are `{"error": {"code", "message"[, '
         '"fields"]}}`. Review confessions before showing them to people.'
     ),
-    # [A13] The docs UI loads its assets from this server, never from the network.
+    # The docs UI loads its assets from this server, never from the network.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     # An entry's and a learning run's `status` are different choice sets: each its own name.
@@ -141,28 +141,28 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# [X1] Encryption keys: comma-separated Fernet keys; the first encrypts, all decrypt.
+# Encryption keys: comma-separated Fernet keys; the first encrypts, all decrypt.
 OPENBOT_ENCRYPTION_KEYS = env_list("OPENBOT_ENCRYPTION_KEYS")
-# [R2] The key of the search index's term hashes (32+ characters); unset: derived from the
+# The key of the search index's term hashes (32+ characters); unset: derived from the
 # first encryption key. After changing either, `manage.py reindex` re-keys the index.
 OPENBOT_INDEX_KEY = env_str("OPENBOT_INDEX_KEY")
 
-# [B2] OpenAI-compatible provider.
+# OpenAI-compatible provider.
 OPENBOT_OPENAI_BASE_URL = env_str("OPENBOT_OPENAI_BASE_URL", "https://api.openai.com/v1")
 OPENBOT_OPENAI_API_KEY = env_str("OPENBOT_OPENAI_API_KEY", "")
-# [B3] Prices in micro-USD per 1,000 tokens, keyed by "<provider>:<model>".
+# Prices in micro-USD per 1,000 tokens, keyed by "<provider>:<model>".
 # Example: OPENBOT_MODEL_PRICES="openai:gpt-4o-mini=150/600" (input/output).
 OPENBOT_MODEL_PRICES = env_str("OPENBOT_MODEL_PRICES", "") or ""
-# [B5] Which server this process runs on: slots for concurrency are per server.
+# Which server this process runs on: slots for concurrency are per server.
 OPENBOT_SERVER_ID = env_str("OPENBOT_SERVER_ID", "local") or "local"
 # Where the per-server slot lock files live (default: <tmp>/openbot-slots).
 OPENBOT_SLOT_DIR = env_str("OPENBOT_SLOT_DIR")
-# [B6] Deadlines, in seconds.
+# Deadlines, in seconds.
 OPENBOT_REPLY_DEADLINE_SECONDS = env_float("OPENBOT_REPLY_DEADLINE_SECONDS", 15.0)
 OPENBOT_LEARNING_STEP_SECONDS = env_float("OPENBOT_LEARNING_STEP_SECONDS", 120.0)
 # How long the bot's own model may take to answer one round of a turn.
 OPENBOT_ANSWER_DEADLINE_SECONDS = env_float("OPENBOT_ANSWER_DEADLINE_SECONDS", 60.0)
-# [C6] How long `POST /turns` may take in all: answer rounds, enrichment and confide share it.
+# How long `POST /turns` may take in all: answer rounds, enrichment and confide share it.
 OPENBOT_TURN_DEADLINE_SECONDS = env_float("OPENBOT_TURN_DEADLINE_SECONDS", 60.0)
 
 LOGGING = {
@@ -177,13 +177,13 @@ LOGGING = {
 # proxies that each append to `X-Forwarded-For` the address they received from, the one the
 # outermost of them saw. 0: the header is ignored (a client can write anything in it).
 OPENBOT_TRUSTED_PROXY_COUNT = env_int("OPENBOT_TRUSTED_PROXY_COUNT", 0, minimum=0)
-# [W2] A learning run's lease is one step plus this margin; the recovery pass runs this often.
+# A learning run's lease is one step plus this margin; the recovery pass runs this often.
 OPENBOT_LEARNING_LEASE_MARGIN_SECONDS = env_float("OPENBOT_LEARNING_LEASE_MARGIN_SECONDS", 10.0)
 OPENBOT_RECOVERY_SECONDS = env_float("OPENBOT_RECOVERY_SECONDS", 10.0)
-# [G3] Threads of the in-process worker (OPENBOT_INPROCESS_WORKER). They share one SQLite
+# Threads of the in-process worker (OPENBOT_INPROCESS_WORKER). They share one SQLite
 # writer with the request threads: too few, and learning falls behind a busy server.
 OPENBOT_INPROCESS_WORKER_THREADS = env_int("OPENBOT_INPROCESS_WORKER_THREADS", 8, minimum=1)
-# [P5] Workers blank the requests and results of model calls older than this, daily; unset:
+# Workers blank the requests and results of model calls older than this, daily; unset:
 # kept until a purge, a history deletion or `manage.py prune_model_calls`.
 OPENBOT_MODEL_CALL_RETENTION_DAYS = env_days("OPENBOT_MODEL_CALL_RETENTION_DAYS")
 
@@ -198,11 +198,11 @@ DRAMATIQ_MIDDLEWARE = [
 
 
 def dramatiq_broker(url: str | None) -> dict:
-    """[O2] Redis (redis://…) or RabbitMQ (amqp://…) when a URL is given, else in-process."""
+    """Redis (redis://…) or RabbitMQ (amqp://…) when a URL is given, else in-process."""
     if not url:
         broker, options = "dramatiq.brokers.stub.StubBroker", {}
     elif url.startswith(("amqp://", "amqps://")):
-        # [F7] Publisher confirms: a send returns once RabbitMQ holds the message, so a run is
+        # Publisher confirms: a send returns once RabbitMQ holds the message, so a run is
         # noted as sent only then (unconfirmed, a message can be lost as its sender exits).
         broker = "dramatiq.brokers.rabbitmq.RabbitmqBroker"
         options = {"url": url, "confirm_delivery": True}

@@ -20,7 +20,7 @@ if not OPENBOT_ENCRYPTION_KEYS:
     )
     OPENBOT_ENCRYPTION_KEYS = [DEV_ENCRYPTION_KEY]
 
-# [W2] With no broker URL, actors run in a worker thread inside this process: nothing to
+# With no broker URL, actors run in a worker thread inside this process: nothing to
 # install. OPENBOT_BROKER_URL (redis://… or amqp://…) selects a real broker instead.
 DRAMATIQ_BROKER = dramatiq_broker(env_str("OPENBOT_BROKER_URL"))
 OPENBOT_INPROCESS_WORKER = env_bool("OPENBOT_INPROCESS_WORKER", not env_str("OPENBOT_BROKER_URL"))

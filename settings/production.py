@@ -29,7 +29,7 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or ["localhost"]
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
-# [A13] Static files (the docs UI's bundled assets, the admin's): `manage.py collectstatic`
+# Static files (the docs UI's bundled assets, the admin's): `manage.py collectstatic`
 # gathers them into STATIC_ROOT once per release, compressed and with hashed names that
 # browsers may cache for ever; WhiteNoise serves them from there, so gunicorn alone serves
 # /v1/docs whole. (Development's runserver serves them from the apps without either.)
@@ -44,7 +44,7 @@ STORAGES = {
 }
 
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-# [F8] Probes ask over plain HTTP, from inside, and need their answer rather than a redirect.
+# Probes ask over plain HTTP, from inside, and need their answer rather than a redirect.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = 31_536_000

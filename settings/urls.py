@@ -1,5 +1,5 @@
-"""The URL root: `/v1/…` JSON routes, the OpenAPI schema [A8], the read-only admin and the
-health endpoints [F8]."""
+"""The URL root: `/v1/…` JSON routes, the OpenAPI schema, the read-only admin and the health
+endpoints."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -33,7 +33,7 @@ urlpatterns = [
         ),
         name="schema",
     ),
-    # [A13] The docs, with assets bundled (drf-spectacular-sidecar), served from /static/.
+    # The docs, with assets bundled (drf-spectacular-sidecar), served from /static/.
     path(
         "v1/docs",
         SpectacularSwaggerView.as_view(
@@ -44,7 +44,7 @@ urlpatterns = [
     path("v1/me/settings", MySettingsApi.as_view(), name="my-settings"),
     path("v1/", include(router.urls)),
     path("v1/", include("conversations.urls")),
-    # Before the memory routes: `memory/purge` would otherwise be read as an entry id [A11].
+    # Before the memory routes: `memory/purge` would otherwise be read as an entry id.
     path("v1/", include("memorybot.urls")),
     path("v1/", include("memory.urls")),
 ]

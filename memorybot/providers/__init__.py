@@ -12,7 +12,7 @@ raises exactly one exception type, `ProviderError`, whose message never holds co
 Output contracts. The duties ask for these shapes, and the offline provider returns them, so a
 caller parses either provider's answer the same way. Enrichment and learning send theirs as a
 strict JSON Schema (`ModelRequest.answer_schema`) that an OpenAI-compatible server may
-constrain its decoding to [K2]:
+constrain its decoding to:
 
 - `confide`: `content` is the reply, plain text.
 - `enrichment`: `content` is JSON `{"text": str, "entries": [entry id, ...]}` — the new input

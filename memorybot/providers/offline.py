@@ -77,11 +77,11 @@ class OfflineProvider:
       tell the person openly and repair what it can; no new tasks.
     - `enrichment`: the input verbatim, followed by the content of each given entry that
       shares a word (three letters or more, not a common stop word) with it, in the order
-      given, as quoted notes [K6] (`memorybot.quoting`); returns those entry ids. No shared
+      given, as quoted notes (`memorybot.quoting`); returns those entry ids. No shared
       word → the input unchanged and no ids.
     - `learning`: one `add` fact per statement a person makes, and an `invalidate` for a
       shown entry a statement corrects; never a question, greeting, thanks, small talk,
-      hypothetical, request or instruction [K4] — see `memorybot.providers.statements`.
+      hypothetical, request or instruction — see `memorybot.providers.statements`.
     - `answer` (as a bot's own model): if a `confide` tool is offered and not yet called since
       the last user message, calls it once; otherwise answers briefly by quoting the input.
 

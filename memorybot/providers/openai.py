@@ -1,4 +1,4 @@
-"""[B2] `openai:<model>`: any OpenAI-compatible chat-completions server (OpenAI, vLLM,
+"""`openai:<model>`: any OpenAI-compatible chat-completions server (OpenAI, vLLM,
 Ollama, llama.cpp …) at `OPENBOT_OPENAI_BASE_URL` with `OPENBOT_OPENAI_API_KEY`, through the
 official SDK with its own `httpx.Client` and no retries."""
 
@@ -27,7 +27,7 @@ from memorybot.providers.types import (
 )
 
 # The SDK logs request options at DEBUG (OPENAI_LOG=debug turns it on): content must never
-# reach logs [X1], so its logger never goes below INFO.
+# reach logs, so its logger never goes below INFO.
 if logging.getLogger("openai").getEffectiveLevel() < logging.INFO:
     logging.getLogger("openai").setLevel(logging.INFO)
 
@@ -52,7 +52,7 @@ _REFUSAL_MARKERS = ("response_format", "json_schema", "json schema", "grammar")
 
 
 class RefusedForms:
-    """[K2] The answer forms each server (by base URL) has refused, for this process."""
+    """The answer forms each server (by base URL) has refused, for this process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -88,7 +88,7 @@ def _response_format(answer: AnswerSchema, form: str) -> dict[str, Any]:
 
 def _refuses_answer_form(exc: openai.APIStatusError) -> bool:
     """Whether the server's error refuses the request's `response_format` (rather than, say,
-    its length). Its body is only looked at here, never passed on [X1]."""
+    its length). Its body is only looked at here, never passed on."""
     if exc.status_code not in _REFUSAL_STATUSES:
         return False
     try:
@@ -150,7 +150,7 @@ class OpenAIProvider:
 
     def _ask(self, client: openai.OpenAI, request: ModelRequest, base_url: str) -> bytes:
         """The server's answer to `request`, asked in the most precise answer form the server
-        at `base_url` has not refused [K2]. A form it refuses is remembered, and the same call
+        at `base_url` has not refused. A form it refuses is remembered, and the same call
         asks again in the next form; prose, the last, is never refused."""
         if request.answer_schema is None:
             *tried, last = (PROSE,)

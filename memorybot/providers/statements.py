@@ -49,7 +49,7 @@ results and notices give nothing), each on its own:
    the speaker that shares a term with a statement said as a correction (its sentence holds
    "correction", "update", "I got that wrong", "no longer", "instead", "Korrektur", "doch",
    "nicht mehr", "stattdessen" …). The shown entries are those the run's reader may see; the
-   apply checks that again [W6].
+   apply checks that again.
 """
 
 import re
@@ -257,7 +257,7 @@ class Statement:
 
 
 def statements(text: str) -> list[Statement]:
-    """[K4] The statements of a person's text, in order (see the module)."""
+    """The statements of a person's text, in order (see the module)."""
     found = []
     for sentence in SENTENCE_END.split(text):
         sentence = " ".join(sentence.split())
@@ -272,7 +272,7 @@ def statements(text: str) -> list[Statement]:
 
 
 def subject_of(content: str) -> str | None:
-    """[K4] What a first-person statement is about, when the learner knows it: `home`, `work`,
+    """What a first-person statement is about, when the learner knows it: `home`, `work`,
     `job`, `name` or `age`."""
     plain = normalized(content)
     return next((name for name, pattern in SUBJECTS.items() if pattern.search(plain)), None)
@@ -336,8 +336,8 @@ def _topics(content: str) -> list[str]:
 def learned_changes(
     items: Sequence[ItemText], entries: Sequence[EntryText]
 ) -> list[dict[str, Any]]:
-    """[K4, K5] The offline learner's changes: an `add` per statement of a person's item, and
-    an `invalidate` per shown entry a statement corrects (see the module)."""
+    """The offline learner's changes: an `add` per statement of a person's item, and an
+    `invalidate` per shown entry a statement corrects (see the module)."""
     known = [(entry, _gist(entry.content)) for entry in entries]
     adds: list[tuple[str | None, Statement, ItemText]] = []
     for item in items:

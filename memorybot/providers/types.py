@@ -1,4 +1,4 @@
-"""[B2] The wire types of a model call, the same for every provider: requests, results,
+"""The wire types of a model call, the same for every provider: requests, results,
 usage, and the one exception a provider raises (`ProviderError`, whose message never holds
 content)."""
 
@@ -15,7 +15,7 @@ class ProviderError(Exception):
 
     Kinds: `timeout`, `connection`, `http_status` (with `http_status` set), `bad_output`,
     `bad_config`. `usage` is what the server confirmed for an answer that proved unusable:
-    it was spent all the same [B3].
+    it was spent all the same.
     """
 
     def __init__(self, kind: str, message: str, *, http_status: int | None = None) -> None:
@@ -192,7 +192,7 @@ class Material:
 
 @dataclass(frozen=True)
 class AnswerSchema:
-    """[K2] The JSON answers a duty accepts, as a strict JSON Schema (`name` names it to the
+    """The JSON answers a duty accepts, as a strict JSON Schema (`name` names it to the
     server). Servers that can constrain their decoding to it answer only in that shape."""
 
     name: str
@@ -207,7 +207,7 @@ class AnswerSchema:
 
 
 def strict_object(properties: dict[str, Any]) -> dict[str, Any]:
-    """A strict JSON Schema's object: every property required, no other [K2]."""
+    """A strict JSON Schema's object: every property required, no other."""
     return {
         "type": "object",
         "properties": properties,
@@ -321,7 +321,7 @@ class Provider(Protocol):
 
 
 # Control characters inside strings are read as written: the JSON grammars of llama.cpp's
-# servers let a model write a line break raw [K2].
+# servers let a model write a line break raw.
 _JSON = json.JSONDecoder(strict=False)
 _JSON_STARTS = 64
 

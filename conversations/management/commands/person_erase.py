@@ -1,4 +1,4 @@
-"""[D3] `manage.py person_erase --org O --person P [--dry-run]`: erase a person from an
+"""`manage.py person_erase --org O --person P [--dry-run]`: erase a person from an
 organization on request; prints the receipt, counts per store."""
 
 from typing import Any

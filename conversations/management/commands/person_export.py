@@ -1,4 +1,4 @@
-"""[D1] `manage.py person_export --org O --person P`: the export GET /v1/me/export answers the
+"""`manage.py person_export --org O --person P`: the export GET /v1/me/export answers the
 person, written to standard output as it is read."""
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""[O6] Why a person (or a channel's group) may or may not see an entry, as JSON; no content."""
+"""Why a person (or a channel's group) may or may not see an entry, as JSON; no content."""
 
 from typing import Any
 

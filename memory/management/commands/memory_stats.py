@@ -1,4 +1,4 @@
-"""[O4] Memory stats for a bot: counts by layer, status and topic; never decrypts [V8]."""
+"""[O4] Memory stats for a bot: counts by layer, status and topic; never decrypts."""
 
 from typing import Any
 

@@ -1,7 +1,7 @@
-"""[R2] Re-key the search index: rewrite every entry's hashed terms under the current index key
+"""Re-key the search index: rewrite every entry's hashed terms under the current index key
 (`OPENBOT_INDEX_KEY`, or the one derived from the first encryption key). Run it after changing
 either; until it has run, search finds only entries written since the change. It also writes
-the vector of every entry that has none, or one no encryption key opens [R6]."""
+the vector of every entry that has none, or one no encryption key opens."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""[B8] Start the local model server in the background (the `realmodel` extra): prints
+"""Start the local model server in the background (the `realmodel` extra): prints
 {"baseUrl", "model", "pid", "log"}. A server already answering on the port is reused."""
 
 from pathlib import Path

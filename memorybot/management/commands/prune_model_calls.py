@@ -1,4 +1,4 @@
-"""[P5] Blank the requests and results of model calls older than DAYS: prints {"blanked": N}.
+"""Blank the requests and results of model calls older than DAYS: prints {"blanked": N}.
 The rest of each row (usage, cost, purpose, status, ids) stays for billing and audit."""
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""[P2, P4] Purge a bot's memory by tag: prints {"removed": N}, like the purge route [A4]."""
+"""Purge a bot's memory by tag: prints {"removed": N}, like the purge route."""
 
 from typing import Any
 
@@ -26,7 +26,7 @@ class Command(JsonCommand):
     def run(self, **options: Any) -> dict[str, Any]:
         bot = lookup(Bot, options["bot"], "--bot")
         if bot.source_id is not None:
-            # [H4] A linked bot has no pool of its own; the purge belongs to its source bot.
+            # A linked bot has no pool of its own; the purge belongs to its source bot.
             raise CommandError(
                 f"--bot: {bot.id} is a linked bot; purge its source bot {bot.source_id}"
             )

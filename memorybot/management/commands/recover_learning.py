@@ -1,4 +1,4 @@
-"""[W2, F7] Re-enqueue learning runs whose wait is over, whose worker died or whose message the
+"""Re-enqueue learning runs whose wait is over, whose worker died or whose message the
 broker lost: prints {"enqueued"}. `--now` re-sends every waiting run, queued or not."""
 
 import json

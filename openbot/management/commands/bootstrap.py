@@ -1,7 +1,7 @@
 """A demo organization, admin, bot and token: prints {"organization", "person", "bot", "token"}.
 
 Idempotent: it reuses the demo organization, person and bot, and issues a new token each run,
-revoking the ones it issued before, so only the token printed last is valid [H7]. A new demo
+revoking the ones it issued before, so only the token printed last is valid. A new demo
 uses the offline model; `--model` sets the demo organization's memory-bot model and the demo
 bot's own model (`make run MODEL=local` sets the local model, plain `make run` the offline one).
 """

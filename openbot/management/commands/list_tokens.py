@@ -1,4 +1,4 @@
-"""List a person's tokens: prints {"tokens": [...]}, never a secret [H7]."""
+"""List a person's tokens: prints {"tokens": [...]}, never a secret."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""[X1] Re-encrypt every encrypted column under the first key of OPENBOT_ENCRYPTION_KEYS.
+"""Re-encrypt every encrypted column under the first key of OPENBOT_ENCRYPTION_KEYS.
 
 Key rotation: put the new key first (keep the old ones after it), run this, then drop the old
 keys. Safe while the server writes: rows are read in batches by primary key, each batch is

@@ -1,4 +1,4 @@
-"""End a person's membership of an organization: prints {"removed": true} [H7]."""
+"""End a person's membership of an organization: prints {"removed": true}."""
 
 from typing import Any
 

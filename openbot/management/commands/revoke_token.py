@@ -1,4 +1,4 @@
-"""Revoke a token by its id (from list_tokens): prints {"revoked": id} [H7]."""
+"""Revoke a token by its id (from list_tokens): prints {"revoked": id}."""
 
 from typing import Any
 

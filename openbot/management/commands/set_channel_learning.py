@@ -1,4 +1,4 @@
-"""[D4] Let learning use a channel's group chats, or not: prints the channel, as the route
+"""Let learning use a channel's group chats, or not: prints the channel, as the route
 `PATCH /v1/organizations/:orgId/channels/:channelId` answers it."""
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Change an organization's memory settings [A7]: prints the settings."""
+"""Change an organization's memory settings: prints the settings."""
 
 from typing import Any
 
