@@ -1,5 +1,5 @@
 """[R5] Written conversations for the recall benchmark: multi-session dialogs between two people
-with dates, and questions of four kinds about what they said.
+with dates, and questions of five kinds about what they said.
 
 Each conversation has two speakers who meet in sessions a few days apart. A session is small
 talk (greetings, reactions, questions back) with, now and then, something a speaker states about
@@ -13,7 +13,8 @@ Questions, each with the turns that answer it:
 - paraphrase: shares no stem with its answer but the speaker's name ("What did Anna call the
   new dog?"), checked with the search index's own stemmer when the set is made;
 - temporal: "when" ("When did Anna adopt the puppy?"), answered by the session's date;
-- multi-hop: two facts of one speaker in two turns, one asked by its words and one paraphrased.
+- multi-hop: two facts of one speaker in two turns, one asked by its words and one paraphrased;
+- dated: the paraphrase, asked with the month it was said in ("… in May 2023?") [R8].
 
 Written by hand for this benchmark, English only; nothing is downloaded.
 """
@@ -354,7 +355,7 @@ class Conversation:
     questions: list[Question]
 
 
-KINDS = ("single-hop", "multi-hop", "temporal", "paraphrase")
+KINDS = ("single-hop", "multi-hop", "temporal", "paraphrase", "dated")
 
 
 def _shares_stem(question: str, answer: str, name: str) -> bool:
@@ -409,6 +410,11 @@ def conversation(index: int, rng: random.Random) -> Conversation:
                 Question("single-hop", frame.single.format(n=speaker, v=value), (turn,)),
                 Question("paraphrase", paraphrase, (turn,)),
                 Question("temporal", frame.when.format(n=speaker, v=value), (turn,)),
+                Question(
+                    "dated",
+                    f"{paraphrase.rstrip('?')} in {turns[turn].at:%B %Y}?",
+                    (turn,),
+                ),
             ]
         for (first, first_value), (second, _) in rng.sample(
             list(zip(said, said[1:], strict=False)), MULTI_HOP_PER_SPEAKER

@@ -86,7 +86,7 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], bytes]:
     entry, tag = _table(Entry), _table(EntryTag)
     sql = f"""
         SELECT e.id, e.layer, e.content, e.status, e.created_at, e.updated_at,
-               e.invalidated_at, e.confidence,
+               e.invalidated_at, e.said_at, e.confidence,
                ARRAY(SELECT t.tag FROM {tag} t WHERE t.entry_id = e.id ORDER BY t.id),
                ARRAY(SELECT ARRAY[s.chat_id, s.item_seq::text, s.source_entry_id]
                      FROM memory_entrysource s WHERE s.entry_id = e.id ORDER BY s.position)
@@ -100,7 +100,8 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], bytes]:
             cursor.execute(sql, [entry_ids])
             rows = cursor.fetchall()
         bodies = []
-        for id_, layer, content, status, created, updated, invalidated, conf, tags, srcs in rows:
+        for row in rows:
+            id_, layer, content, status, created, updated, invalidated, said, conf, tags, srcs = row
             body: dict[str, Any] = {
                 "id": id_,
                 "layer": layer,
@@ -113,6 +114,7 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], bytes]:
                 "status": status,
                 "createdAt": created,
                 "updatedAt": updated,
+                "saidAt": said,
             }
             if invalidated is not None:
                 body["invalidatedAt"] = invalidated
@@ -157,10 +159,10 @@ def floor_remember(*, bot_id: str, person_id: str, organization_id: str) -> Call
     sql = f"""
         WITH e AS (
             INSERT INTO {_table(Entry)} (id, {bot_column}, layer, content, content_length,
-                status, created_at, updated_at, rank, intact, blockers, sound, depends,
-                org_scope, rule_scope)
+                status, created_at, updated_at, said_at, rank, intact, blockers, sound,
+                depends, org_scope, rule_scope)
             VALUES (%(id)s, %(bot)s, 'pinned', %(content)s, %(length)s, 'active', %(at)s,
-                %(at)s, 0, true, 0, true, false, %(org)s, %(scope)s)
+                %(at)s, %(at)s, 0, true, 0, true, false, %(org)s, %(scope)s)
             RETURNING id
         ), t AS (
             INSERT INTO {_table(EntryTag)} (entry_id, {_column(EntryTag, "bot")}, tag, kind)

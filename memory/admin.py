@@ -193,6 +193,7 @@ class EntryAdmin(ReadOnlyAdmin):
         "created_utc",
         "updated_utc",
         "invalidated_utc",
+        "said_utc",
         "related",
     )
     inlines = (EntryTagInline, EntrySourceInline, EvidenceInline, ExclusionInline)
@@ -200,6 +201,7 @@ class EntryAdmin(ReadOnlyAdmin):
     created_utc = staticmethod(ms_column("created_at", "created"))
     updated_utc = staticmethod(ms_column("updated_at", "updated"))
     invalidated_utc = staticmethod(ms_column("invalidated_at", "invalidated"))
+    said_utc = staticmethod(ms_column("said_at", "said"))
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

@@ -99,6 +99,8 @@ class SourceItem:
     tool: str | None = None
     # False for an item of a person who opted out, or of a channel with learning off.
     learnable: bool = True
+    # When it was said (ms).
+    said_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ def fact_create_in(
         tags=tags + list(topics),
         source_items=[(place.chat_id, item.seq) for item in items],
         evidence=evidence,
+        said_at=min((item.said_at for item in items if item.said_at), default=None),
     )
 
 

@@ -74,6 +74,9 @@ class Entry(models.Model):
     created_at = models.BigIntegerField()
     updated_at = models.BigIntegerField()
     invalidated_at = models.BigIntegerField(null=True, blank=True)
+    # [R8] When it was said: its first source item's time for a fact learned from a chat, the
+    # time a person gave (or the time it was stored) otherwise.
+    said_at = models.BigIntegerField()
     confidence = models.FloatField(null=True, blank=True)
     # 0 for pinned, 1 otherwise: memory order is (rank, updatedAt desc, id).
     rank = models.SmallIntegerField()

@@ -26,6 +26,8 @@ from memory.meaning import meaning, vectors_open
 from memory.models import Entry, EntryTag, EntryTerm, EntryVector
 from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
+from memory.when import said_window
+from openbot.clock import now_ms
 from openbot.compiled import compiled
 from openbot.fields import readable_rows, sealed_values
 
@@ -38,6 +40,8 @@ LEXICAL_WEIGHT = 0.35
 BM25_CAP = 12.0
 MIN_SIMILARITY = 0.35
 CANDIDATES = 100
+# What an entry said within the time a query names gains, over a score of at most 1 [R8].
+IN_TIME_WEIGHT = 0.5
 
 
 def ranked(
@@ -175,7 +179,11 @@ def hybrid_ranked(
     scale, not normalized by the best match: a query whose only match is a word half the
     entries hold (a name) then adds little, where rank fusion (RRF) would have put those
     entries first and lost every paraphrase on the R5 conversations. Equal scores keep
-    BM25's order (memory order among its equals), then the meaning order."""
+    BM25's order (memory order among its equals), then the meaning order.
+
+    A query that names a time ("last week", "in May 2026": `memory.when`) adds
+    `IN_TIME_WEIGHT` to each entry found that was said within it [R8], read in one more
+    statement over the entries found."""
     lexical = ranked(
         pool_id=pool_id,
         reader=reader,
@@ -192,6 +200,13 @@ def hybrid_ranked(
         if entry_id in scores or cosine >= MIN_SIMILARITY:
             scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine
             lengths[entry_id] = length
+    window = said_window(query, now_ms())
+    if window is not None and scores:
+        start, end = window
+        for entry_id in Entry.objects.filter(
+            id__in=list(scores), said_at__gte=start, said_at__lt=end
+        ).values_list("id", flat=True):
+            scores[entry_id] += IN_TIME_WEIGHT
     rounded = {entry_id: round(score, 6) for entry_id, score in scores.items()}
     best = sorted(rounded, key=lambda entry_id: -rounded[entry_id])[:limit]
     return [(entry_id, rounded[entry_id], lengths[entry_id]) for entry_id in best]

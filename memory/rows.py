@@ -25,6 +25,7 @@ ENTRY_FIELDS = (
     "created_at",
     "updated_at",
     "invalidated_at",
+    "said_at",
     "confidence",
 )
 

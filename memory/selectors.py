@@ -133,11 +133,12 @@ def entry_for_reader(*, pool_id: str, reader: Reader, entry_id: str) -> dict[str
         return with_tags_and_sources(rows)[0] if rows else None
 
 
-def _contents(ids: list[str]) -> dict[str, str]:
-    """The content of each of `ids` that a key opens; decrypts exactly these entries."""
+def _contents(ids: list[str]) -> dict[str, tuple[str, int]]:
+    """The content and saying time of each of `ids` that a key opens; decrypts exactly these
+    entries."""
     return {
-        row["id"]: row["content"]
-        for row in readable_values(Entry.objects.filter(id__in=ids), "id", "content")
+        row["id"]: (row["content"], row["said_at"])
+        for row in readable_values(Entry.objects.filter(id__in=ids), "id", "content", "said_at")
     }
 
 
@@ -149,6 +150,8 @@ class Context:
     entry_ids: list[str]
     # The content of each entry in `entry_ids`, in the same order.
     contents: list[str]
+    # When each was said (ms), in the same order [R8].
+    said_at: list[int]
 
 
 def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> Context:
@@ -173,11 +176,12 @@ def context(bot: Bot, reader: Reader, limit: int, query: str | None = None) -> C
             )
             opened = _contents(chosen)
         # An entry no key opens is left out; the room it leaves is not filled.
-        contents = [(entry_id, opened[entry_id]) for entry_id in chosen if entry_id in opened]
+        contents = [(entry_id, *opened[entry_id]) for entry_id in chosen if entry_id in opened]
     return Context(
-        text="".join(f"- {text}\n" for _, text in contents),
-        entry_ids=[entry_id for entry_id, _ in contents],
-        contents=[text for _, text in contents],
+        text="".join(f"- {text}\n" for _, text, _ in contents),
+        entry_ids=[entry_id for entry_id, _, _ in contents],
+        contents=[text for _, text, _ in contents],
+        said_at=[said_at for _, _, said_at in contents],
     )
 
 
@@ -251,8 +255,9 @@ def change_log(
 class LearningContext:
     """What a learning run shows the model about the pool."""
 
-    # (id, content, topics) of the first valid entries in memory order the readers may see.
-    entries: list[tuple[str, str, list[str]]]
+    # (id, content, topics, said at) of the first valid entries in memory order the readers
+    # may see.
+    entries: list[tuple[str, str, list[str], int]]
     # Topic counts over all valid entries of the organization.
     topic_counts: dict[str, int]
     # The people (`from:` tags) of each of `entries` that has any, by entry id.
@@ -292,7 +297,7 @@ def learning_context(*, pool_id: str, reader: Reader, limit: int = 300) -> Learn
         )
     return LearningContext(
         entries=[
-            (entry_id, contents[entry_id], sorted(topics[entry_id]))
+            (entry_id, contents[entry_id][0], sorted(topics[entry_id]), contents[entry_id][1])
             for entry_id in ids
             if entry_id in contents  # an entry no key opens is left out
         ],

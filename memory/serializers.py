@@ -43,6 +43,11 @@ class EntryOutput(serializers.Serializer):
     createdAt = serializers.IntegerField(source="created_at")
     updatedAt = serializers.IntegerField(source="updated_at")
     invalidatedAt = serializers.IntegerField(source="invalidated_at", required=False)
+    saidAt = serializers.IntegerField(
+        source="said_at",
+        help_text="When it was said (ms): for a fact learned in a chat, its first source item's "
+        "time; else the time given to Remember, or the time it was stored",
+    )
     confidence = serializers.FloatField(required=False)
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
@@ -55,6 +60,7 @@ class EntryOutput(serializers.Serializer):
             "status": instance["status"],
             "createdAt": instance["created_at"],
             "updatedAt": instance["updated_at"],
+            "saidAt": instance["said_at"],
         }
         if instance["invalidated_at"] is not None:
             body["invalidatedAt"] = instance["invalidated_at"]

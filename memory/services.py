@@ -229,6 +229,7 @@ def entry_create_in(
     evidence: list[ItemEvidence] = (),  # type: ignore[assignment]
     confidence: float | None = None,
     status: str = Entry.Status.ACTIVE,
+    said_at: int | None = None,
 ) -> Entry:
     """Store a new entry with its tags, sources and evidence; the caller built the tags."""
     if not content or len(content) > MAX_CONTENT:
@@ -243,6 +244,7 @@ def entry_create_in(
         source_entries=list(source_entries),
         evidence=list(evidence),
         confidence=confidence,
+        said_at=said_at,
     )
     [entry] = _entries_insert(change, [new])
     change.record(entry.id, {"op": "add", "layer": layer, "content": content})
@@ -294,6 +296,7 @@ def entry_remember(
     organization_id: str,
     content: str,
     topics: list[str],
+    said_at: int | None = None,
     claim: Claim = UNCLAIMED,
 ) -> Entry:
     """[V2] A pinned entry for its author only, in the author's organization; recorded for
@@ -317,6 +320,7 @@ def entry_remember(
                     organization_id=organization_id,
                 )
             ],
+            said_at=said_at,
         )
         claim.made(entry.id)
         return entry
@@ -337,6 +341,7 @@ class ImportedEntry:
     evidence: list[ItemEvidence] = field(default_factory=list)
     confidence: float | None = None
     updated_at: int | None = None
+    said_at: int | None = None
 
 
 def entries_import(
@@ -380,6 +385,7 @@ def _entries_insert(change: PoolChange, batch: list[ImportedEntry]) -> list[Entr
                 created_at=item.updated_at or change.at,
                 updated_at=item.updated_at or change.at,
                 invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
+                said_at=item.said_at or item.updated_at or change.at,
                 confidence=item.confidence,
                 rank=0 if item.layer == Entry.Layer.PINNED else 1,
                 **row_access(

@@ -195,9 +195,9 @@ def _nothing_for_reader(shape: Shape, *, checks: tuple[str, ...]) -> dict[str, A
 
 def context_outside_the_lock(
     *, pool_id: str, reader: Reader, limit: int
-) -> UnlockedRead[list[tuple[str, str]]]:
+) -> UnlockedRead[list[tuple[str, str, int]]]:
     """`context` without a query in one statement, which stands if its checks say
-    so: (id, content) of the entries chosen, decrypting only them.
+    so: (id, content, said at) of the entries chosen, decrypting only them.
 
     It reads the admitted entries whose line would start within `limit` if every admitted
     entry before it were shown, with their sealed content, and checks only those (`blocked`):
@@ -220,7 +220,9 @@ def context_outside_the_lock(
             overhead=CONTEXT_LINE_OVERHEAD,
         )
         rows = reached.filter(columns.pop("shared")).annotate(**columns)
-        return sealed_values(rows, "id", "content_length", "blocked", "content", *columns)
+        return sealed_values(
+            rows, "id", "content_length", "blocked", "content", "said_at", *columns
+        )
 
     rows = compiled(("context", shape.key, *checks), build).rows(shape.values)
     if not rows:
@@ -237,4 +239,4 @@ def context_outside_the_lock(
         return UnlockedRead(None)
     # An entry no key opens is left out; the room it leaves is not filled.
     opened = readable_rows(Entry, visible[: len(chosen)])
-    return UnlockedRead([(row["id"], row["content"]) for row in opened])
+    return UnlockedRead([(row["id"], row["content"], row["said_at"]) for row in opened])

@@ -31,6 +31,7 @@ from memorybot.providers import (
 )
 from memorybot.purge import entries_kept
 from memorybot.quoting import quoted, quoted_block
+from openbot.clock import day_of
 
 # A bounded answer (the rewrite carries the input and the notes it uses): a model that
 # rambles, or pads its JSON with blank lines, is cut by its server instead of talking until
@@ -72,8 +73,10 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
     notes = quoted_block(
         "notes",
         [
-            f"[{entry_id}] {quoted(content)}"
-            for entry_id, content in zip(found.entry_ids, found.contents, strict=True)
+            f"[{entry_id}] (said {day_of(said_at)}) {quoted(content)}"
+            for entry_id, content, said_at in zip(
+                found.entry_ids, found.contents, found.said_at, strict=True
+            )
         ],
     )
     request = ModelRequest(
@@ -87,8 +90,10 @@ def enrich_input(*, turn: Turn, item: Item, deadline_s: float | None = None) -> 
         material=Material(
             text=original,
             entries=tuple(
-                EntryText(id=entry_id, content=content)
-                for entry_id, content in zip(found.entry_ids, found.contents, strict=True)
+                EntryText(id=entry_id, content=content, said=day_of(said_at))
+                for entry_id, content, said_at in zip(
+                    found.entry_ids, found.contents, found.said_at, strict=True
+                )
             ),
         ),
     )

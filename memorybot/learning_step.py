@@ -26,6 +26,7 @@ from memorybot.providers import (
     strict_object,
 )
 from memorybot.quoting import quoted, quoted_block
+from openbot.clock import day_of, to_ms
 from openbot.fields import readable
 
 LEARNING_CONTEXT_SIZE = 300
@@ -127,10 +128,10 @@ def learning_request(run: LearningRun, chat: Chat, instructions: str) -> ModelRe
     counts = ", ".join(f"{topic}: {count}" for topic, count in sorted(known.topic_counts.items()))
     confided = "\n".join(f"- {quoted(text)}" for text in confessed(run)) or "(nothing)"
     notes = [
-        f"[{entry_id}] ({', '.join(topics) or 'no topics'}) "
+        f"[{entry_id}] (said {day_of(said_at)}; {', '.join(topics) or 'no topics'}) "
         + _from(known.people.get(entry_id, ()))
         + quoted(content)
-        for entry_id, content, topics in known.entries
+        for entry_id, content, topics, said_at in known.entries
     ]
     prompt = (
         "The assistant confided during this turn: look at these items for what is worth "
@@ -145,7 +146,7 @@ def learning_request(run: LearningRun, chat: Chat, instructions: str) -> ModelRe
     return ModelRequest(
         messages=(Message.system(LEARN_PROMPT), Message.user(prompt)),
         answer_schema=changes_schema(
-            chat=chat, items=items, entry_ids=[entry_id for entry_id, _, _ in known.entries]
+            chat=chat, items=items, entry_ids=[entry_id for entry_id, *_ in known.entries]
         ),
         max_output_tokens=ANSWER_MAX_TOKENS,
         temperature=NOTES_TEMPERATURE,
@@ -162,9 +163,12 @@ def learning_request(run: LearningRun, chat: Chat, instructions: str) -> ModelRe
             ),
             entries=tuple(
                 EntryText(
-                    id=entry_id, content=content, people=tuple(known.people.get(entry_id, ()))
+                    id=entry_id,
+                    content=content,
+                    people=tuple(known.people.get(entry_id, ())),
+                    said=day_of(said_at),
                 )
-                for entry_id, content, _ in known.entries
+                for entry_id, content, _, said_at in known.entries
             ),
         ),
     )
@@ -288,9 +292,10 @@ def learning_range(
                 person_id=person_id,
                 tool=tool or app or None,
                 learnable=seq in learnable,
+                said_at=to_ms(said),
             )
-            for seq, kind, person_id, tool, app in rows.values_list(
-                "seq", "kind", "turn__person_id", "tool", "app"
+            for seq, kind, person_id, tool, app, said in rows.values_list(
+                "seq", "kind", "turn__person_id", "tool", "app", "created_at"
             )
         ],
         bot_words=bot_words,

@@ -1,7 +1,7 @@
 """Time as the API shows it: milliseconds since the epoch [E1]."""
 
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 
 def now_ms() -> int:
@@ -10,3 +10,8 @@ def now_ms() -> int:
 
 def to_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
+
+
+def day_of(ms: int) -> str:
+    """The UTC day of `ms` as models are shown it: `2026-05-08`."""
+    return datetime.fromtimestamp(ms / 1000, UTC).date().isoformat()

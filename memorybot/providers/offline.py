@@ -77,8 +77,8 @@ class OfflineProvider:
       tell the person openly and repair what it can; no new tasks.
     - `enrichment`: the input verbatim, followed by the content of each given entry that
       shares a word (three letters or more, not a common stop word) with it, in the order
-      given, as quoted notes (`memorybot.quoting`); returns those entry ids. No shared
-      word → the input unchanged and no ids.
+      given, as quoted notes (`memorybot.quoting`), each with the day it was said when known;
+      returns those entry ids. No shared word → the input unchanged and no ids.
     - `learning`: one `add` fact per statement a person makes, and an `invalidate` for a
       shown entry a statement corrects; never a question, greeting, thanks, small talk,
       hypothetical, request or instruction — see `memorybot.providers.statements`.
@@ -131,7 +131,14 @@ class OfflineProvider:
         used = [entry for entry in entries if words & _words(entry.content)]
         if not used:
             return text, []
-        notes = quoted_block("notes", [f"- {quoted(_squash(entry.content))}" for entry in used])
+        notes = quoted_block(
+            "notes",
+            [
+                f"- {quoted(_squash(entry.content))}"
+                + (f" (said {entry.said})" if entry.said else "")
+                for entry in used
+            ],
+        )
         return f"{text}\n\n{notes}", [entry.id for entry in used]
 
     def answer(self, request: ModelRequest) -> ModelResult:

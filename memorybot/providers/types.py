@@ -111,15 +111,18 @@ class Message:
 
 @dataclass(frozen=True)
 class EntryText:
-    """An entry a duty may use, as the model sees it: its id and its (decrypted) content;
-    for learning, also its people (the ids of its `from:` tags)."""
+    """An entry a duty may use, as the model sees it: its id, its (decrypted) content and the
+    day it was said; for learning, also its people (the ids of its `from:` tags)."""
 
     id: str
     content: str
     people: tuple[str, ...] = ()
+    said: str = ""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "content": self.content}
+        if self.said:
+            data["said"] = self.said
         if self.people:
             data["people"] = list(self.people)
         return data

@@ -160,7 +160,7 @@ def test_context_and_learning_context_leave_the_entry_out(
         Entry.objects.get(id=entry_id).content for entry_id in found.entry_ids
     ]
     assert found.text == "".join(f"- {content}\n" for content in found.contents)
-    assert sorted(entry_id for entry_id, _, _ in learned.entries) == sorted(kept)
+    assert sorted(entry_id for entry_id, *_ in learned.entries) == sorted(kept)
     assert_logged(caplog, "memory_entry", [damaged.id], "content")
     assert_no_content_or_token_logged(caplog, [])
 

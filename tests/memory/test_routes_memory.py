@@ -5,13 +5,24 @@ from typing import Any
 import pytest
 
 from memory.models import Entry, EntryTag, Exclusion
+from openbot.clock import now_ms
 from tests.conftest import Actor, World, error_fields
 from tests.factories import ChatFactory, ItemFactory
 from tests.memory.builders import fact, observation, set_status
 
 # [E1, E4] Every entry shows exactly these fields; `invalidatedAt` and `confidence` only where
 # they apply. Nothing private (evidence, exclusions) ever appears.
-FIELDS = {"id", "layer", "content", "tags", "sources", "status", "createdAt", "updatedAt"}
+FIELDS = {
+    "id",
+    "layer",
+    "content",
+    "tags",
+    "sources",
+    "status",
+    "createdAt",
+    "updatedAt",
+    "saidAt",
+}
 
 
 def url(world: World) -> str:
@@ -82,6 +93,7 @@ def test_entries_have_exactly_the_public_fields(world: World, clock: list[int]) 
         "status": "active",
         "createdAt": 1_700_000_000_000,
         "updatedAt": 1_700_000_000_000,
+        "saidAt": 1_700_000_000_000,
     }
     assert set(entries[conclusion.id]) == FIELDS | {"confidence"}
     assert entries[conclusion.id]["confidence"] == 0.25
@@ -218,6 +230,31 @@ def test_remember_refuses_colon_tags_and_bad_topics(world: World, tag: str) -> N
     assert response.status_code == 400
     assert any(name.startswith("command.tags") for name in error_fields(response))
     assert not Entry.objects.exists()
+
+
+def test_remember_keeps_when_it_was_said(world: World, clock: list[int]) -> None:
+    """[R8] `saidAt` if given (a memory written down later), else the time it is stored."""
+    given = remember(world.alice, world, "I adopted a puppy.", saidAt=1_600_000_000_000)
+    now = remember(world.alice, world, "I like tea.")
+
+    entries = {entry["id"]: entry for entry in read(world.alice, world)["entries"]}
+    assert entries[given]["saidAt"] == 1_600_000_000_000
+    assert entries[given]["createdAt"] == entries[now]["saidAt"] == 1_700_000_000_000
+
+
+@pytest.mark.parametrize("said_at", [-1, "1600000000000", 1.5, None, 2**63])
+def test_remember_refuses_a_bad_time_said(world: World, said_at: Any) -> None:
+    response = command(world.alice, world, {"_tag": "Remember", "content": "x", "saidAt": said_at})
+    assert response.status_code == 400
+    assert "command.saidAt" in error_fields(response)
+    assert not Entry.objects.exists()
+
+
+def test_remember_refuses_a_time_said_in_the_future(world: World) -> None:
+    tomorrow = now_ms() + 24 * 3600 * 1000
+    response = command(world.alice, world, {"_tag": "Remember", "content": "x", "saidAt": tomorrow})
+    assert response.status_code == 400
+    assert "command.saidAt" in error_fields(response)
 
 
 def test_unknown_command_is_refused(world: World) -> None:

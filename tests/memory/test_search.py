@@ -25,6 +25,7 @@ from memory.terms import query_terms, term_hash, text_terms
 from openbot.errors import ApplicationError
 from tests.conftest import Actor, World, error_fields
 from tests.memory.test_decryptions import CryptoSpy, group_fact, pin
+from tests.memory.test_routes_memory import FIELDS
 
 
 def reader(world: World, actor: Actor) -> Reader:
@@ -185,17 +186,7 @@ def test_route_returns_entries_with_a_score(world: World) -> None:
     assert set(body) == {"entries", "version"}
     [found] = body["entries"]
     assert found["id"] == entry.id and found["content"] == "Invoices go out on the first Monday."
-    assert set(found) == {
-        "id",
-        "layer",
-        "content",
-        "tags",
-        "sources",
-        "status",
-        "createdAt",
-        "updatedAt",
-        "score",
-    }
+    assert set(found) == FIELDS | {"score"}
     assert found["score"] > 0
     assert get(world.bob, world, {"q": "invoice monday"}).json()["entries"] == []
 

@@ -16,6 +16,7 @@ from memorybot.enrichment import enrich_input
 from memorybot.models import Enrichment, ModelCall
 from memorybot.quoting import QUOTED_RULE
 from openbot import services
+from openbot.clock import day_of
 from tests.conftest import World
 from tests.factories import ChatFactory, EntryFactory, ItemFactory
 from tests.fakes.openai_server import FakeOpenAI
@@ -142,9 +143,11 @@ def test_the_offline_memory_bot_enriches_end_to_end(scene: World, fake_openai: F
     take_turn(scene.alice, chat_id, WORDS)
     [answer] = bot_requests(fake_openai)
     # [K6] The entry follows the person's words as a quoted note.
+    # [R8] With the day it was said.
+    said = day_of(Entry.objects.get(pk=helps.id).said_at)
     assert last_user_text(answer) == (
-        f"{WORDS}\n\n<notes>\n{QUOTED_RULE}\n- Fennel, the dog, tires after five kilometres.\n"
-        "</notes>"
+        f"{WORDS}\n\n<notes>\n{QUOTED_RULE}\n- Fennel, the dog, tires after five kilometres."
+        f" (said {said})\n</notes>"
     )
     assert Enrichment.objects.get().entry_ids == [helps.id]
     assert ModelCall.objects.get(purpose="enrichment").model == OFFLINE_MODEL

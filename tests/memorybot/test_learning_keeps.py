@@ -4,17 +4,19 @@ and `GET memory` and `GET /v1/chats/:id/learning` show the result. The memory bo
 offline model, or a model on the fake server whose answers each test scripts."""
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from chats.models import Item
 from memory.models import Entry
 from memory.services import ImportedEntry, ItemEvidence, entries_import
 from memorybot.enrichment import ENRICH_PROMPT
 from memorybot.learning_step import LEARNING_CONTEXT_SIZE
 from memorybot.quoting import QUOTED_RULE
 from openbot import ids
-from openbot.clock import now_ms
+from openbot.clock import now_ms, to_ms
 from openbot.models import Bot
 from tests.conftest import Actor, World
 from tests.factories import ChatFactory, ItemFactory
@@ -121,6 +123,20 @@ def test_a_turn_becomes_its_statements_and_never_its_question(offline: World) ->
         "I live in Hamburg.": ["hamburg", "live"],
         "I am allergic to peanuts.": ["allergic", "peanuts"],
     }
+
+
+def test_a_learned_fact_says_when_its_source_was_said(offline: World) -> None:
+    """[R8] Its person item's time, not the time the worker learned it."""
+    chat_id = chat_open(offline.alice, offline.bot)
+    body = take_turn(offline.alice, chat_id, "I live in Hamburg.")
+    Item.objects.filter(chat_id=chat_id).update(created_at=datetime(2026, 5, 8, 9, 30, tzinfo=UTC))
+    with learning_worker():
+        pass
+
+    [entry] = memory_of(offline.alice, offline.bot)
+    assert entry["sources"] == [said(body)]
+    assert entry["saidAt"] == to_ms(datetime(2026, 5, 8, 9, 30, tzinfo=UTC))
+    assert entry["createdAt"] > entry["saidAt"]
 
 
 def test_german_statements_are_kept_and_the_question_dropped(offline: World) -> None:

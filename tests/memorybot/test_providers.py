@@ -180,6 +180,17 @@ def enrich(text: str) -> dict[str, object]:
     return answer
 
 
+def test_offline_enrichment_notes_say_when_each_entry_was_said() -> None:
+    """[R8] The day an entry was said is in what the bot's model is shown."""
+    said = EntryText("mem_trip", "Alice flew to Lisbon.", said="2026-05-08")
+    request = ModelRequest(
+        messages=(Message.user("When did Alice fly to Lisbon?"),),
+        material=Material(text="When did Alice fly to Lisbon?", entries=(said,)),
+    )
+    answer = json.loads(offline("enrichment", request).content or "")
+    assert "\n- Alice flew to Lisbon. (said 2026-05-08)\n</notes>" in answer["text"]
+
+
 def test_offline_enrichment_appends_entries_that_share_words() -> None:
     text = "What drinks should I offer Alice?  Tea maybe?"
     answer = enrich(text)

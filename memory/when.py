@@ -1,0 +1,128 @@
+"""[R8] The time a question names, as a window of UTC days, so that search can prefer what
+was said in it: a day ("2026-05-08", "on 8 May 2026", "May 8, 2026", "am 8. Mai 2026",
+"yesterday", "gestern", "3 days ago", "vor 3 Tagen"), a month ("in May 2026", "im Mai",
+"last month", "letzten Monat"), a week ("last week", "letzte Woche", "this week") or a
+year ("in 2025", "last year", "letztes Jahr"). A month without a year is its last one not
+after today. A question that names no time — "when …" asks for one — has no window; the day
+each entry was said is in what the model is shown instead. English and German, fixed
+patterns: no language model."""
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            "january jan januar jänner",
+            "february feb februar",
+            "march mar märz maerz",
+            "april apr",
+            "may mai",
+            "june jun juni",
+            "july jul juli",
+            "august aug",
+            "september sep sept",
+            "october oct oktober okt",
+            "november nov",
+            "december dec dezember dez",
+        ),
+        start=1,
+    )
+    for name in names.split()
+}
+_MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th|\.)?"
+_YEAR = r"((?:19|20)\d{2})"
+ISO_DAY = re.compile(r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b")
+DAY_MONTH_YEAR = re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b")
+MONTH_DAY_YEAR = re.compile(r"\b" + _MONTH + r"\s+" + _DAY + r",?\s+" + _YEAR + r"\b")
+MONTH_YEAR = re.compile(r"\b" + _MONTH + r",?\s+" + _YEAR + r"\b")
+# "may" is also a verb: a month alone counts after "in", "im", "during", "since" only.
+MONTH_ALONE = re.compile(r"\b(?:in|im|during|since|seit)\s+" + _MONTH + r"(?!\w)")
+YEAR_ALONE = re.compile(r"\b(?:in|im|during|jahr)\s+" + _YEAR + r"\b")
+DAYS_AGO = re.compile(r"\b(\d{1,3}|a|one|two|three|ein|einem|zwei|drei)\s+days?\s+ago\b")
+VOR_TAGEN = re.compile(r"\bvor\s+(\d{1,3}|einem|zwei|drei)\s+tag(?:en)?\b")
+NUMBERS = {"a": 1, "one": 1, "ein": 1, "einem": 1, "two": 2, "zwei": 2, "three": 3, "drei": 3}
+_LAST = r"\b(last|previous)\s+"
+_LETZTE = r"\b(letzte|vorige|vergangene)[nms]?\s+"
+RELATIVE = (
+    (re.compile(r"\b(today|heute)\b"), "day", 0),
+    (re.compile(r"\b(yesterday|gestern)\b"), "day", -1),
+    (re.compile(r"\bvorgestern\b"), "day", -2),
+    (re.compile(_LAST + r"week\b|" + _LETZTE + r"woche\b"), "week", -1),
+    (re.compile(r"\bthis\s+week\b|\bdiese\s+woche\b"), "week", 0),
+    (re.compile(_LAST + r"month\b|" + _LETZTE + r"monat\b"), "month", -1),
+    (re.compile(r"\bthis\s+month\b|\bdiese[nm]?\s+monat\b"), "month", 0),
+    (re.compile(_LAST + r"year\b|" + _LETZTE + r"jahr\b"), "year", -1),
+    (re.compile(r"\bthis\s+year\b|\bdieses\s+jahr\b"), "year", 0),
+)
+
+Window = tuple[int, int]
+
+
+def said_window(query: str, now_ms: int) -> Window | None:
+    """The [start, end) in ms of the days `query` names, or None (see the module)."""
+    text = query.casefold()
+    today = datetime.fromtimestamp(now_ms / 1000, UTC).date()
+    try:
+        return _window(text, today)
+    except ValueError:  # a day that does not exist: "31 June 2026"
+        return None
+
+
+def _window(text: str, today: date) -> Window | None:
+    if found := ISO_DAY.search(text):
+        year, month, day = (int(part) for part in found.groups())
+        return _days(date(year, month, day), 1)
+    if found := DAY_MONTH_YEAR.search(text):
+        day_text, month_name, year_text = found.groups()
+        return _days(date(int(year_text), MONTHS[month_name], int(day_text)), 1)
+    if found := MONTH_DAY_YEAR.search(text):
+        month_name, day_text, year_text = found.groups()
+        return _days(date(int(year_text), MONTHS[month_name], int(day_text)), 1)
+    if found := MONTH_YEAR.search(text):
+        return _month(int(found.group(2)), MONTHS[found.group(1)])
+    if found := MONTH_ALONE.search(text):
+        month = MONTHS[found.group(1)]
+        return _month(today.year if month <= today.month else today.year - 1, month)
+    if found := YEAR_ALONE.search(text):
+        return _year(int(found.group(1)))
+    if found := DAYS_AGO.search(text) or VOR_TAGEN.search(text):
+        count = found.group(1)
+        ago = int(count) if count.isdigit() else NUMBERS[count]
+        # A day either side: "3 days ago" is seldom counted exactly.
+        return _days(today - timedelta(days=ago + 1), 3)
+    for pattern, unit, offset in RELATIVE:
+        if pattern.search(text):
+            return _relative(today, unit, offset)
+    return None
+
+
+def _relative(today: date, unit: str, offset: int) -> Window:
+    if unit == "day":
+        return _days(today + timedelta(days=offset), 1)
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday()) + timedelta(weeks=offset)
+        return _days(monday, 7)
+    if unit == "month":
+        month = today.month + offset
+        return _month(today.year + (month - 1) // 12, (month - 1) % 12 + 1)
+    return _year(today.year + offset)
+
+
+def _ms(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+
+
+def _days(first: date, count: int) -> Window:
+    return _ms(first), _ms(first + timedelta(days=count))
+
+
+def _month(year: int, month: int) -> Window:
+    following = date(year + month // 12, month % 12 + 1, 1)
+    return _ms(date(year, month, 1)), _ms(following)
+
+
+def _year(year: int) -> Window:
+    return _ms(date(year, 1, 1)), _ms(date(year + 1, 1, 1))
