@@ -199,6 +199,7 @@ def test_remember_adds_a_pinned_entry_only_you_see(world: World, clock: list[int
         "status": "active",
         "createdAt": 1_700_000_000_000,
         "updatedAt": 1_700_000_000_000,
+        "saidAt": 1_700_000_000_000,
     }
     assert entry["id"].startswith("mem_")
     assert read(world.bob, world)["entries"] == [entry]
