@@ -1,11 +1,14 @@
 """Reads for chats, each looked up through the caller: another person's chat is a 404."""
 
+from typing import Any
+
 from django.db.models import Q
 
 from chats.models import Chat, Item
 from openbot.access import Caller
 from openbot.errors import NotFound
 from openbot.fields import readable
+from openbot.paging import Position, keyset_page
 
 
 def chat_for_participant(*, caller: Caller, chat_id: str) -> Chat:
@@ -36,6 +39,12 @@ def chat_for_owner(*, caller: Caller, chat_id: str) -> Chat:
     return chat
 
 
-def chat_items(*, chat: Chat) -> list[Item]:
-    """The chat's items in order; an item no key opens is left out (and logged)."""
-    return readable(Item.objects.filter(chat=chat).order_by("seq"))
+def chat_items(
+    *, chat: Chat, after: Any = None, limit: int | None = None
+) -> tuple[list[Item], Position]:
+    """The chat's items in order, a page of them (`openbot.paging`); an item no key opens is
+    left out (and logged)."""
+    page, last = keyset_page(
+        Item.objects.filter(chat=chat), order=("seq",), after=after, limit=limit
+    )
+    return readable(page), last

@@ -1,11 +1,13 @@
 """Chat routes: create, read, items, turns, and what the memory bot did; the export of
 everything about a person."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -34,6 +36,7 @@ from memorybot.selectors import (
 )
 from openbot.auth import caller_of
 from openbot.idempotency import IDEMPOTENCY_ERRORS, IDEMPOTENCY_KEY, Claim, idempotent
+from openbot.paging import CURSOR, LIMIT, Position, paged
 from openbot.permissions import CanReadBot
 from openbot.schema import errors
 
@@ -78,11 +81,32 @@ class ChatViewSet(ChatScopedViewSet):
         """A chat you take part in."""
         return Response(ChatOutput(self.chat).data)
 
-    @extend_schema(responses={200: ItemsOutput, **errors(401, 404)})
+    def _page(
+        self,
+        output: type[serializers.Serializer],
+        key: str,
+        read: Callable[..., tuple[Any, Position]],
+        **kwargs: Any,
+    ) -> Response:
+        """[A16] A page of one of the chat's lists: `read(after=, limit=, **kwargs)` gives its
+        rows and where the page ended; with a `limit`, the body has `nextCursor` too, signed
+        for this list, chat and caller."""
+        caller = self.caller
+        salt = f"chats.{key}.cursor:{self.chat.id}:{caller.organization.id}:{caller.person.id}"
+
+        def listed(after: Any, limit: int | None) -> tuple[dict[str, Any], Position]:
+            rows, last = read(after=after, limit=limit, **kwargs)
+            return {key: rows}, last
+
+        return Response(output(paged(self.request, salt, listed)).data)
+
+    @extend_schema(
+        parameters=[LIMIT, CURSOR], responses={200: ItemsOutput, **errors(400, 401, 404)}
+    )
     @action(detail=True, methods=["get"])
     def items(self, request: Request, chat_id: str) -> Response:
-        """The chat's items in order."""
-        return Response(ItemsOutput({"items": chat_items(chat=self.chat)}).data)
+        """The chat's items in order; page with `limit` and `cursor`."""
+        return self._page(ItemsOutput, "items", chat_items, chat=self.chat)
 
     @extend_schema(
         responses={204: OpenApiResponse(description="History deleted"), **errors(401, 403, 404)}
@@ -115,28 +139,36 @@ class ChatViewSet(ChatScopedViewSet):
 
         return idempotent(request, caller=self.caller, status=201, work=run, replay=again)
 
-    @extend_schema(responses={200: ConfessionsOutput, **errors(401, 404)})
+    @extend_schema(
+        parameters=[LIMIT, CURSOR], responses={200: ConfessionsOutput, **errors(400, 401, 404)}
+    )
     @action(detail=True, methods=["get"])
     def confessions(self, request: Request, chat_id: str) -> Response:
-        """[A6] What the bot confided and the replies; review before showing to people."""
-        confessions = confessions_of_chat(chat_id=self.chat.id)
-        return Response(ConfessionsOutput({"confessions": confessions}).data)
+        """[A6] What the bot confided and the replies; review before showing to people. Page
+        with `limit` and `cursor`."""
+        return self._page(
+            ConfessionsOutput, "confessions", confessions_of_chat, chat_id=self.chat.id
+        )
 
-    @extend_schema(responses={200: EnrichmentsOutput, **errors(401, 404)})
+    @extend_schema(
+        parameters=[LIMIT, CURSOR], responses={200: EnrichmentsOutput, **errors(400, 401, 404)}
+    )
     @action(detail=True, methods=["get"])
     def enrichments(self, request: Request, chat_id: str) -> Response:
         """Per turn: the new text (withheld when it was made from an entry the
-        owner may no longer use), the person's words and the entries used."""
-        enrichments = enrichments_of_chat(chat=self.chat)
-        return Response(EnrichmentsOutput({"enrichments": enrichments}).data)
+        owner may no longer use), the person's words and the entries used. Page with `limit`
+        and `cursor`."""
+        return self._page(EnrichmentsOutput, "enrichments", enrichments_of_chat, chat=self.chat)
 
-    @extend_schema(responses={200: LearningRunsOutput, **errors(401, 404)})
+    @extend_schema(
+        parameters=[LIMIT, CURSOR], responses={200: LearningRunsOutput, **errors(400, 401, 404)}
+    )
     @action(detail=True, methods=["get"])
     def learning(self, request: Request, chat_id: str) -> Response:
         """[A12] The chat's learning runs, newest first: status, what applied, what was
-        refused and why, as codes — never model output or content."""
-        runs = learning_runs_of_chat(chat_id=self.chat.id)
-        return Response(LearningRunsOutput({"runs": runs}).data)
+        refused and why, as codes — never model output or content. Page with `limit` and
+        `cursor`."""
+        return self._page(LearningRunsOutput, "runs", learning_runs_of_chat, chat_id=self.chat.id)
 
 
 class MyExportApi(APIView):

@@ -98,8 +98,8 @@ def _chat(chat: Chat) -> Iterator[str]:
     """A chat with its items, enrichments and learning runs."""
     yield json.dumps(ChatOutput(chat).data)[:-1] + ', "items": ['
     yield from _joined((json.dumps(ItemOutput(item).data),) for item in _items(chat))
-    enrichments = EnrichmentOutput(enrichments_of_chat(chat=chat), many=True).data
-    runs = RunOutput(learning_runs_of_chat(chat_id=chat.id), many=True).data
+    enrichments = EnrichmentOutput(enrichments_of_chat(chat=chat)[0], many=True).data
+    runs = RunOutput(learning_runs_of_chat(chat_id=chat.id)[0], many=True).data
     yield f'], "enrichments": {json.dumps(enrichments)}, "learningRuns": {json.dumps(runs)}}}'
 
 

@@ -9,6 +9,7 @@ from memory.learned import REFUSAL_CODES
 from memorybot.models import Confession, LearningRun
 from memorybot.selectors import EnrichmentShown, learning_run_of_turn
 from openbot.clock import to_ms
+from openbot.paging import PageOutput
 from openbot.serializers import StrictBooleanField, StrictCharField, StrictSerializer
 
 
@@ -125,7 +126,7 @@ class TurnInput(StrictSerializer):
     text = StrictCharField(max_length=MAX_TEXT, trim_whitespace=False)
 
 
-class ItemsOutput(serializers.Serializer):
+class ItemsOutput(PageOutput):
     items = ItemOutput(many=True)
 
 
@@ -134,13 +135,13 @@ class TurnResult(serializers.Serializer):
     items = ItemOutput(many=True)
 
 
-class ConfessionsOutput(serializers.Serializer):
+class ConfessionsOutput(PageOutput):
     confessions = ConfessionOutput(many=True)
 
 
-class EnrichmentsOutput(serializers.Serializer):
+class EnrichmentsOutput(PageOutput):
     enrichments = EnrichmentOutput(many=True)
 
 
-class LearningRunsOutput(serializers.Serializer):
+class LearningRunsOutput(PageOutput):
     runs = RunOutput(many=True)

@@ -5,7 +5,6 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from django.core import signing
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -55,6 +54,7 @@ from openbot.idempotency import (
     idempotent,
 )
 from openbot.models import Bot
+from openbot.paging import CURSOR, LIMIT, paged, query_integer
 from openbot.permissions import CanReadBot, CanWriteBot
 from openbot.schema import NO_NUL, NOT_BLANK, errors
 from openbot.serializers import StrictCharField, StrictSerializer
@@ -152,18 +152,6 @@ def reader_of(caller: Caller, bot: Bot) -> Reader:
     return Reader(organization_id=caller.organization.id, person_id=caller.person.id, bot=bot)
 
 
-def query_integer(request: Request, name: str, *, high: int, low: int = 0) -> int | None:
-    """An integer query parameter in low..high written in ASCII digits, or None if absent."""
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or not low <= int(raw) <= high:
-        raise invalid(name, f"must be an integer from {low} to {high}")
-    return int(raw)
-
-
-MAX_PAGE = 1000
 # A version fits 18 digits (PostgreSQL's bigint holds 19).
 MAX_VERSION = 10**18 - 1
 
@@ -172,17 +160,6 @@ def cursor_salt(view: "MemoryViewSet", kind: str) -> str:
     """A cursor is signed for one reader and one bot: another's does not open."""
     caller = view.caller
     return f"memory.{kind}.cursor:{view.bot.id}:{caller.organization.id}:{caller.person.id}"
-
-
-def cursor_load(view: "MemoryViewSet", kind: str) -> Any:
-    """The position a `cursor` parameter carries (signed by `cursor_dump`), or None."""
-    raw = view.request.query_params.get("cursor")
-    if raw is None:
-        return None
-    try:
-        return signing.loads(raw, salt=cursor_salt(view, kind))
-    except signing.BadSignature:
-        raise invalid("cursor", "not a cursor of this list for you") from None
 
 
 class BudgetSerializer(StrictSerializer):
@@ -212,18 +189,6 @@ class MemoryBotInput(StrictSerializer):
     recall = serializers.ChoiceField(Pool.Recall.values, required=False)
 
 
-LIMIT = OpenApiParameter(
-    "limit",
-    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
-    description="[A10] A page of at most this many; without it, all come back",
-)
-CURSOR = OpenApiParameter(
-    "cursor",
-    {"type": "string", "minLength": 1, "pattern": NO_NUL},
-    description="[A10] `nextCursor` of the previous page, for you and this bot only",
-)
-
-
 class MemoryViewSet(ScopedViewSet):
     """A bot's memory as the caller may see it, and its settings."""
 
@@ -248,16 +213,13 @@ class MemoryViewSet(ScopedViewSet):
         """[A10] A page of a list: `read(reader, after, limit)` gives its items, the version and
         the last place read; read with a `limit`, the body has `nextCursor` too (null at the
         end), signed for this reader and bot."""
-        limit = query_integer(self.request, "limit", low=1, high=MAX_PAGE)
-        items, version, last = read(
-            reader_of(self.caller, self.bot), cursor_load(self, kind), limit
-        )
-        listed: dict[str, Any] = {key: items, "version": version}
-        if limit is not None:
-            listed["nextCursor"] = (
-                None if last is None else signing.dumps(last, salt=cursor_salt(self, kind))
-            )
-        return Response(output(listed).data)
+        reader = reader_of(self.caller, self.bot)
+
+        def listed(after: Any, limit: int | None) -> tuple[dict[str, Any], Any]:
+            items, version, last = read(reader, after, limit)
+            return {key: items, "version": version}, last
+
+        return Response(output(paged(self.request, cursor_salt(self, kind), listed)).data)
 
     @extend_schema(
         parameters=[

@@ -7,9 +7,10 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory.apis import query_integer, reader_of
+from memory.apis import reader_of
 from memory.search import MAX_QUERY_CHARACTERS, MAX_RESULTS, search
 from memory.serializers import MemorySearchOutput
+from openbot.paging import query_integer
 from openbot.permissions import CanReadBot
 from openbot.schema import NOT_BLANK, errors
 from openbot.viewsets import ScopedViewSet

@@ -6,6 +6,7 @@ from typing import Any
 from rest_framework import serializers
 
 from memory.models import Change, Entry
+from openbot.paging import PageOutput
 
 
 def source_body(source: dict[str, Any]) -> dict[str, str]:
@@ -69,21 +70,13 @@ class EntryOutput(serializers.Serializer):
         return body
 
 
-class PageOutput(serializers.Serializer):
-    """A list with the pool's `version`, and `nextCursor` only when read with a `limit`
-    (null at the end)."""
+class VersionedPageOutput(PageOutput):
+    """A page with the pool's `version`."""
 
     version = serializers.IntegerField()
-    nextCursor = serializers.CharField(required=False, allow_null=True)
-
-    def to_representation(self, instance: Any) -> dict[str, Any]:
-        body: dict[str, Any] = super().to_representation(instance)
-        if "nextCursor" not in instance:
-            del body["nextCursor"]
-        return body
 
 
-class MemoryListOutput(PageOutput):
+class MemoryListOutput(VersionedPageOutput):
     """The entries for you, in memory order."""
 
     entries = EntryOutput(many=True)
@@ -114,7 +107,7 @@ class ChangeOutput(serializers.Serializer):
     ids = serializers.ListField(child=serializers.CharField())
 
 
-class MemoryLogOutput(PageOutput):
+class MemoryLogOutput(VersionedPageOutput):
     """Changes of entries you may see now."""
 
     changes = ChangeOutput(many=True)

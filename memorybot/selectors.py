@@ -4,6 +4,7 @@ runs."""
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -12,12 +13,18 @@ from memory.access import Reader, visible_among
 from memory.lock import pool_read
 from memorybot.models import Confession, Enrichment, EnrichmentEntry, LearningRun
 from openbot.fields import readable
+from openbot.paging import Position, keyset_page
 
 
-def confessions_of_chat(*, chat_id: str) -> list[Confession]:
-    """What the bot confided in the chat and the replies, in order; a row no key
-    opens is left out (and logged)."""
-    return readable(Confession.objects.filter(chat_id=chat_id).order_by("id"))
+def confessions_of_chat(
+    *, chat_id: str, after: Any = None, limit: int | None = None
+) -> tuple[list[Confession], Position]:
+    """What the bot confided in the chat and the replies, in order, a page of them
+    (`openbot.paging`); a row no key opens is left out (and logged)."""
+    page, last = keyset_page(
+        Confession.objects.filter(chat_id=chat_id), order=("id",), after=after, limit=limit
+    )
+    return readable(page), last
 
 
 @dataclass(frozen=True)
@@ -33,16 +40,22 @@ class EnrichmentShown:
     created_at: datetime
 
 
-def enrichments_of_chat(*, chat: Chat) -> list[EnrichmentShown]:
+def enrichments_of_chat(
+    *, chat: Chat, after: Any = None, limit: int | None = None
+) -> tuple[list[EnrichmentShown], Position]:
     """[N6] The chat's rewritten inputs with the persons' words and the entries used, in
     order, checked against what the chat's owner may use now: a rewrite made from an entry
     they left the channel of, Forgot, or that was invalidated no longer shows its text. Every
     entry the memory bot was shown counts, not only those it named: nothing proves which of
-    them shaped the text. A row no key opens is left out (and logged)."""
-    enrichments = readable(Enrichment.objects.filter(chat_id=chat.id).order_by("id"))
+    them shaped the text. A page of them (`openbot.paging`); a row no key opens is left out
+    (and logged)."""
+    page, last = keyset_page(
+        Enrichment.objects.filter(chat_id=chat.id), order=("id",), after=after, limit=limit
+    )
+    enrichments = readable(page)
     shown: defaultdict[int, set[str]] = defaultdict(set)
     for enrichment_id, entry_id in EnrichmentEntry.objects.filter(
-        enrichment__chat_id=chat.id
+        enrichment__in=[enrichment.pk for enrichment in enrichments]
     ).values_list("enrichment_id", "entry_id"):
         shown[enrichment_id].add(entry_id)
     for enrichment in enrichments:
@@ -70,12 +83,20 @@ def enrichments_of_chat(*, chat: Chat) -> list[EnrichmentShown]:
                 created_at=enrichment.created_at,
             )
         )
-    return listed
+    return listed, last
 
 
-def learning_runs_of_chat(*, chat_id: str) -> QuerySet[LearningRun]:
-    """The chat's learning runs, newest first; no content is stored on a run."""
-    return LearningRun.objects.filter(chat_id=chat_id).order_by("-created_at", "-id")
+def learning_runs_of_chat(
+    *, chat_id: str, after: Any = None, limit: int | None = None
+) -> tuple[QuerySet[LearningRun], Position]:
+    """The chat's learning runs, newest first, a page of them (`openbot.paging`); no content
+    is stored on a run."""
+    return keyset_page(
+        LearningRun.objects.filter(chat_id=chat_id),
+        order=("-created_at", "-id"),
+        after=after,
+        limit=limit,
+    )
 
 
 def learning_run_of_turn(*, turn_id: int) -> int | None:
