@@ -21,7 +21,6 @@ ANALYZE`, what autovacuum would have done); each time next to its floor.
 """
 
 import random
-import statistics
 import time
 from dataclasses import dataclass
 
@@ -31,7 +30,6 @@ from bench.timing import Timing, cost_of
 from memory.access import Reader, visible_entries, visible_in_order
 from memory.lock import pool_read
 from memory.models import Entry
-from memory.rows import ENTRY_FIELDS
 from memory.search import search
 from memory.services import ImportedEntry, ItemEvidence, entries_import
 from openbot import ids, services
@@ -222,30 +220,17 @@ def _recall_at(ranks: list[int | None]) -> tuple[float, float, float]:
     )
 
 
-def _timed_search(
-    built: RecallPool, reader: Reader, texts: list[str], runs: int
-) -> tuple[Timing, Timing]:
-    """Search p50/p95 over the questions, and its floor in the same run."""
-    timing = _timed_cycle(lambda text: search(built.bot, reader, text, 10), texts, runs)
-    results = {text: [e["id"] for e in search(built.bot, reader, text, 10)[0]] for text in texts}
-    floor = _timed_cycle(
-        lambda text: readable_values(Entry.objects.filter(id__in=results[text]), *ENTRY_FIELDS),
-        texts,
-        runs,
-    )
-    return timing, floor
-
-
 def measure(built: RecallPool, world: bench_pool.World, *, runs: int) -> Row:
     """Recall of the pool's questions; search timed fresh, then analyzed [R7]."""
     reader = Reader.person(
         bot=built.bot, person_id=world.chosen.id, organization_id=world.organization.id
     )
     texts = [question.text for question in built.questions]
+    calls = [(built.bot, reader, text) for text in texts]
     bench_pool.statistics_forget()
-    fresh, fresh_floor = _timed_search(built, reader, texts, runs)
+    fresh, fresh_floor = recall_dialogs.search_timed(calls, runs)
     bench_pool.settle()
-    timing, floor = _timed_search(built, reader, texts, runs)
+    timing, floor = recall_dialogs.search_timed(calls, runs)
     with pool_read(built.bot.id):
         recent = [
             entry_id
@@ -273,21 +258,6 @@ def measure(built: RecallPool, world: bench_pool.World, *, runs: int) -> Row:
         decryptions=cost.decryptions,
         returned=len(entries),
     )
-
-
-def _timed_cycle(call: object, texts: list[str], runs: int) -> Timing:
-    """p50/p95 of `runs` calls over the questions in turn, after a warm-up round of 5."""
-    assert callable(call)
-    for text in texts[:5]:
-        call(text)
-    samples = []
-    for index in range(runs):
-        text = texts[index % len(texts)]
-        started = time.perf_counter()
-        call(text)
-        samples.append((time.perf_counter() - started) * 1000)
-    cuts = statistics.quantiles(samples, n=100, method="inclusive")
-    return Timing(p50_ms=statistics.median(samples), p95_ms=cuts[94], runs=runs)
 
 
 def table(rows: list[Row]) -> str:

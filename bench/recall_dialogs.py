@@ -167,16 +167,10 @@ def _recall(built: list[Built], reader_of: Callable[[Bot], Reader]) -> Result:
     return Result(recall=recall, questions=dict(counts), sees=sees, timings={})
 
 
-def _timed_search(
-    built: list[Built], reader_of: Callable[[Bot], Reader], runs: int
-) -> tuple[Timing, Timing]:
-    """Search (limit 10) p50/p95 over the questions of every pool in turn, and its floor:
-    reading and decrypting exactly the entries it returned, by id."""
-    calls = [
-        (pool.bot, reader_of(pool.bot), question.text)
-        for pool in built
-        for question in pool.conversation.questions
-    ]
+def search_timed(calls: list[tuple[Bot, Reader, str]], runs: int) -> tuple[Timing, Timing]:
+    """Search (limit 10) p50/p95 over `calls` (bot, reader, question) in a fixed shuffled
+    order, and its floor: reading and decrypting exactly the entries it returned, by id."""
+    calls = list(calls)
     random.Random(7).shuffle(calls)
     returned = {
         text: [entry["id"] for entry in search(bot, reader, text, TOP)[0]]
@@ -211,9 +205,14 @@ def run(world: bench_pool.World, *, runs: int) -> Result:
         )
 
     bench_pool.statistics_forget()
-    fresh = _timed_search(built, reader_of, runs)
+    calls = [
+        (pool.bot, reader_of(pool.bot), question.text)
+        for pool in built
+        for question in pool.conversation.questions
+    ]
+    fresh = search_timed(calls, runs)
     bench_pool.settle()
-    analyzed = _timed_search(built, reader_of, runs)
+    analyzed = search_timed(calls, runs)
     result = _recall(built, reader_of)
     return Result(
         recall=result.recall,
