@@ -3,11 +3,9 @@
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
-from django.http import HttpRequest
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -15,6 +13,7 @@ from openbot.access import Caller
 from openbot.compiled import compiled, stand_in
 from openbot.models import Membership, Organization, Person, Token
 from openbot.services import token_hash, token_mark_used, token_use_stale
+from openbot.throttles import AuthFailureThrottle, client_address
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +26,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != b"bearer":
             return None
+        AuthFailureThrottle().check(request)
         if len(header) != 2:
             raise _refused(request, "a malformed header", "expected 'Bearer <token>'")
         try:
@@ -43,22 +43,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
 
 def _refused(request: Request, cause: str, answer: str) -> exceptions.AuthenticationFailed:
-    """The 401 for a token refused, logged with the client's address (never the token)."""
+    """The 401 for a token refused, logged with the client's address (never the token) and
+    counted against it."""
     logger.warning("authentication failed from %s: %s", client_address(request), cause)
+    AuthFailureThrottle().note(request)
     return exceptions.AuthenticationFailed(f"Authorization: {answer}")
-
-
-def client_address(request: Request | HttpRequest) -> str:
-    """The address the request came from: REMOTE_ADDR, or behind `OPENBOT_TRUSTED_PROXY_COUNT`
-    proxies the address the outermost of them received it from. Each of them appends that
-    address to `X-Forwarded-For`, so the last entries are theirs; what comes before them is
-    whatever the client wrote."""
-    remote: str = request.META.get("REMOTE_ADDR", "")
-    trusted: int = settings.OPENBOT_TRUSTED_PROXY_COUNT
-    if not trusted:
-        return remote
-    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
-    return hops[-trusted] if len(hops) >= trusted and hops[-trusted] else remote
 
 
 def caller_of(request: Request) -> Caller:

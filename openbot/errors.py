@@ -1,5 +1,6 @@
 """One error shape for every route: `{"error": {"code", "message"[, "fields"]}}` [§8]."""
 
+import math
 import sqlite3
 from typing import Any
 
@@ -149,6 +150,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             error_body("unauthenticated", str(exc.detail)),
             status=401,
             headers={"WWW-Authenticate": "Bearer"},
+        )
+    if isinstance(exc, exceptions.Throttled):
+        wait = max(1, math.ceil(getattr(exc, "wait", None) or 1))
+        return Response(
+            error_body("throttled", f"too many requests: try again in {wait} s"),
+            status=429,
+            headers={"Retry-After": str(wait)},
         )
     if isinstance(exc, Http404):
         return Response(error_body("not_found", "not found"), status=404)

@@ -5,7 +5,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from settings.env import env_days, env_float, env_int, env_list, env_str
+from settings.env import env_days, env_float, env_int, env_list, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -114,6 +114,28 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "openbot.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "openbot.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # [T1] Each reads its rate from OPENBOT_THROTTLE_RATES below.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "openbot.throttles.TokenThrottle",
+        "openbot.throttles.WriteThrottle",
+    ],
+}
+# [T1] How fast one token may call, one person may write (Remember, Forget, turns …), and one
+# client address may fail authentication; `off` lifts a limit. A limit is counted in the
+# cache: each process its own (LocMem) unless OPENBOT_CACHE_URL names a shared Redis, which
+# several gunicorn workers need to count together.
+OPENBOT_THROTTLE_RATES = {
+    "token": env_rate("OPENBOT_THROTTLE_TOKEN", "1200/min"),
+    "writes": env_rate("OPENBOT_THROTTLE_WRITES", "120/min"),
+    "auth_failures": env_rate("OPENBOT_THROTTLE_AUTH_FAILURES", "20/min"),
+}
+CACHE_URL = env_str("OPENBOT_CACHE_URL")
+if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured("OPENBOT_CACHE_URL must be a redis:// URL")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
 SPECTACULAR_SETTINGS = {

@@ -1,6 +1,7 @@
 """Read configuration from environment variables, failing loudly on a bad value."""
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -53,6 +54,21 @@ def env_int(name: str, default: int, *, minimum: int, unit: str = "") -> int:
             f"{name} must be a whole number{unit} ({minimum} or more), got {value!r}"
         )
     return number
+
+
+RATE = re.compile(r"^[1-9][0-9]{0,8}/(s|sec|m|min|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A rate as DRF's throttles read it ("120/min"), or None for `off`."""
+    value = (env_str(name, default) or default).strip().lower()
+    if value == "off":
+        return None
+    if not RATE.match(value):
+        raise ImproperlyConfigured(
+            f"{name} must be N/s, N/min, N/hour, N/day or off, got {value!r}"
+        )
+    return value
 
 
 def env_days(name: str) -> int | None:

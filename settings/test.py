@@ -19,3 +19,5 @@ if DATABASES["default"]["ENGINE"] == "openbot.sqlite_backend":
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 OPENBOT_INPROCESS_WORKER = False  # tests start their own workers
+# Limits are tested where they are set (tests/openbot/test_throttles.py).
+OPENBOT_THROTTLE_RATES = {"token": None, "writes": None, "auth_failures": None}
