@@ -231,17 +231,23 @@ SUBJECTS = {
     "name": re.compile(r"^my name is\b|^i am called\b|^mein name ist\b|^ich heisse\b"),
     "age": re.compile(r"^i am \d+( years old)?$|^i am \d+ years old\b|^ich bin \d+( jahre alt)?\b"),
 }
-# Feedback on an answer: "that"/"das" … then a word of praise or help.
+# Feedback on an answer, and nothing else: "that helped me a lot", "das hat mir sehr geholfen".
 FEEDBACK = re.compile(
-    r"^(that|this|it|that is|this is|it is|das|dies|es)\b.*\b(help|helped|helps|helpful|useful"
-    r"|works|worked|perfect|great|geholfen|hilft|hilfreich|nützlich|klappt|funktioniert"
-    r"|perfekt|super|toll)\b"
+    r"^(that|this|it|das|dies|es)( is| was| has| hat| ist| war)?( (really|very|so|a lot|sehr"
+    r"|echt|mir|me|us|uns|wirklich))* (helped|helps|helpful|useful|works|worked|perfect|great"
+    r"|geholfen|hilft|hilfreich|nützlich|klappt|funktioniert|perfekt|super|toll)"
+    r"( (me|mir|us|uns|a lot|sehr|thanks|danke|weiter))*$"
 )
-FILLER = _words("really actually just as said wie gesagt wirklich eigentlich halt eben ja schon")
+FILLER = _words("really actually just wirklich eigentlich halt eben ja schon")
 NEGATIONS = _words("not no never nor nicht kein keine keinen keinem keiner nie niemals")
-CORRECTION = re.compile(
-    r"\b(correction|update|i got that wrong|i was wrong|i meant|no longer|not anymore|any more"
-    r"|anymore|instead|korrektur|ich meinte|doch|nicht mehr|stattdessen|verschoben)\b"
+# A sentence that opens as a correction, and a clause that says one.
+CORRECTION_OPENS = re.compile(
+    r"^(sorry |oh |ach )?(correction|update|i got that wrong|i was wrong|i meant|korrektur"
+    r"|ich meinte|ich habe mich vertan)\b"
+)
+CORRECTION = re.compile(r"\b(no longer|not anymore|anymore|nicht mehr|stattdessen|verschoben)\b")
+CORRECTION_WORDS = _words(
+    "correction update wrong meant longer anymore korrektur meinte vertan stattdessen verschoben"
 )
 TOPIC_STOP = STOP_WORDS | _words("now really very jetzt also still currently mine meine wirklich")
 MAX_TOPICS = 3
@@ -263,10 +269,11 @@ def statements(text: str) -> list[Statement]:
         sentence = " ".join(sentence.split())
         if not sentence or instruction_like(sentence):
             continue
-        corrects = CORRECTION.search(normalized(sentence)) is not None
+        opens = CORRECTION_OPENS.match(normalized(sentence)) is not None
         for clause in CLAUSE_BREAK.split(sentence):
             kept = _statement(clause)
             if kept is not None:
+                corrects = opens or CORRECTION.search(normalized(clause)) is not None
                 found.append(Statement(kept, subject_of(kept), corrects))
     return found
 
@@ -339,15 +346,23 @@ def learned_changes(
     """The offline learner's changes: an `add` per statement of a person's item, and an
     `invalidate` per shown entry a statement corrects (see the module)."""
     known = [(entry, _gist(entry.content)) for entry in entries]
-    adds: list[tuple[str | None, Statement, ItemText]] = []
+    adds: list[tuple[str | None, Statement, ItemText, frozenset[str]]] = []
     for item in items:
         if item.kind != "person":
             continue
         for statement in statements(item.text):
             said = _gist(statement.content)
-            earlier = [gist for entry, gist in known if _only(entry, item.person)] + [
-                _gist(other.content) for person, other, _ in adds if person == item.person
-            ]
+            ran = [add for add in adds if add[0] == item.person]
+            # A subject corrected earlier in the run: what is shown of it no longer counts.
+            replaced = statement.subject is not None and any(
+                add[1].subject == statement.subject for add in ran
+            )
+            earlier = [
+                gist
+                for entry, gist in known
+                if _only(entry, item.person)
+                and not (replaced and subject_of(entry.content) == statement.subject)
+            ] + [add[3] for add in ran]
             if not said or any(_says_nothing_more(said, gist) for gist in earlier):
                 continue
             if statement.subject is not None:
@@ -356,7 +371,7 @@ def learned_changes(
                     for add in adds
                     if (add[0], add[1].subject) != (item.person, statement.subject)
                 ]
-            adds.append((item.person, statement, item))
+            adds.append((item.person, statement, item, said))
     changes: list[dict[str, Any]] = [
         {
             "kind": "add",
@@ -365,19 +380,20 @@ def learned_changes(
             "sources": [{"chat": item.chat, "item": item.item}],
             "topics": _topics(statement.content),
         }
-        for _, statement, item in adds
+        for _, statement, item, _ in adds
     ]
-    corrected = {(person, statement.subject) for person, statement, _ in adds if statement.subject}
-    corrections = [
-        (person, _gist(statement.content)) for person, statement, _ in adds if statement.corrects
-    ]
+    corrected = {(add[0], add[1].subject) for add in adds if add[1].subject}
+    corrections = [(add[0], _spoken(add[3])) for add in adds if add[1].corrects]
     changes += [
         {"kind": "invalidate", "id": entry.id}
         for entry, gist in known
         if len(entry.people) == 1
         and (
             (entry.people[0], subject_of(entry.content)) in corrected
-            or any(person == entry.people[0] and gist & said for person, said in corrections)
+            or any(
+                person == entry.people[0] and len(_spoken(gist) & said) >= min(2, len(gist))
+                for person, said in corrections
+            )
         )
     ]
     return changes
@@ -386,15 +402,24 @@ def learned_changes(
 def _gist(content: str) -> frozenset[str]:
     """What `content` says, for telling a repeat: its index terms, filler left out, and its
     negations."""
-    words = [word for word in normalized(content).split() if word not in FILLER]
+    plain = normalized(content)
+    for phrase in ("as i said", "wie gesagt"):
+        plain = plain.replace(phrase, " ")
+    words = [word for word in plain.split() if word not in FILLER]
     return frozenset(text_terms(" ".join(words))) | (frozenset(words) & NEGATIONS)
 
 
+def _spoken(gist: frozenset[str]) -> frozenset[str]:
+    """The terms of a gist that say what it is about: no negation, no correction's word."""
+    return gist - NEGATIONS - CORRECTION_WORDS
+
+
 def _says_nothing_more(said: frozenset[str], earlier: frozenset[str]) -> bool:
-    """Whether every term of `said` is one of `earlier`'s or ends one of them, and both deny
-    the same."""
+    """Whether every term of `said` is one of `earlier`'s or ends one (a German compound:
+    four letters or more before it), and both deny the same."""
     return said & NEGATIONS == earlier & NEGATIONS and all(
-        term in earlier or (len(term) >= 3 and any(other.endswith(term) for other in earlier))
+        term in earlier
+        or any(len(other) - len(term) >= 4 and other.endswith(term) for other in earlier)
         for term in said
     )
 

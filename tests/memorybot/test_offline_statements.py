@@ -44,6 +44,12 @@ from memorybot.providers.statements import learned_changes, statements
         ("Mir geht es gut.", []),
         ("Danke, das hat mir sehr geholfen!", []),
         ("That really helped me, thanks.", []),
+        # Praise that carries a fact is a fact.
+        ("That helped me decide to move to Berlin.", ["That helped me decide to move to Berlin."]),
+        (
+            "It is great that my daughter got into Oxford.",
+            ["It is great that my daughter got into Oxford."],
+        ),
         ("Me too", []),
         # Hypotheticals.
         ("If I were rich I would buy a boat.", []),
@@ -133,6 +139,9 @@ def test_a_run_states_each_thing_once_and_corrects_its_speaker_only() -> None:
         # Something more, something else, or the opposite: not a repeat.
         ("I'm on call this week.", "I'm the on-call engineer this week.", False),
         ("I like green tea.", "I like black tea.", False),
+        # A word that only ends another is no compound of it.
+        ("I have a personal trainer.", "I have a son.", False),
+        ("I like to start early.", "I like art.", False),
         ("I don't eat meat.", "I eat meat.", False),
         ("I eat meat.", "I don't eat meat.", False),
     ],
@@ -160,6 +169,35 @@ def test_a_statement_said_as_a_correction_replaces_what_it_shares_words_with() -
     # Said without a correction's words, the same statement corrects nothing.
     plain = learned_changes([person("i-1", "It's dogs I'm allergic to, not cats.")], shown)
     assert [change["kind"] for change in plain] == ["add"]
+
+
+@pytest.mark.parametrize(
+    ("shown", "said"),
+    [
+        # Only a negation, a correction's word or one common word in common.
+        ("I have no pets.", "I no longer smoke."),
+        ("Ich trinke nicht gern Kaffee.", "Ich rauche nicht mehr."),
+        ("I love cooking.", "I update my blog every week, and I love hiking."),
+        ("I love my work as a nurse.", "I no longer work out at the gym."),
+    ],
+)
+def test_a_correction_replaces_only_what_it_is_about(shown: str, said: str) -> None:
+    entry = EntryText(id="mem_1", content=shown, people=("u_alice",))
+    assert all(
+        change["kind"] == "add" for change in learned_changes([person("i-1", said)], (entry,))
+    )
+
+
+def test_going_back_to_what_is_shown_after_a_correction_in_the_same_run() -> None:
+    shown = (EntryText(id="mem_home", content="I live in Berlin.", people=("u_alice",)),)
+    changes = learned_changes(
+        [person("i-1", "I moved to Munich."), person("i-2", "Actually I live in Berlin again.")],
+        shown,
+    )
+    assert [(change["kind"], change.get("content") or change["id"]) for change in changes] == [
+        ("add", "I live in Berlin again."),
+        ("invalidate", "mem_home"),
+    ]
 
 
 @pytest.mark.parametrize(
