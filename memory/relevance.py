@@ -26,7 +26,7 @@ from memory.meaning import meaning, vectors_open
 from memory.models import Entry, EntryTag, EntryTerm, EntryVector
 from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
-from memory.when import said_window
+from memory.when import asks, said_window
 from openbot.clock import now_ms
 from openbot.compiled import compiled
 from openbot.fields import readable_rows, sealed_values
@@ -181,7 +181,7 @@ def hybrid_ranked(
     entries first and lost every paraphrase on the R5 conversations. Equal scores keep
     BM25's order (memory order among its equals), then the meaning order.
 
-    A query that names a time ("last week", "in May 2026": `memory.when`) adds
+    A question that names a time ("last week", "in May 2026": `memory.when`) adds
     `IN_TIME_WEIGHT` to each entry found that was said within it [R8], read in one more
     statement over the entries found."""
     lexical = ranked(
@@ -200,7 +200,7 @@ def hybrid_ranked(
         if entry_id in scores or cosine >= MIN_SIMILARITY:
             scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine
             lengths[entry_id] = length
-    window = said_window(query, now_ms())
+    window = said_window(query, now_ms()) if asks(query) else None
     if window is not None and scores:
         start, end = window
         for entry_id in Entry.objects.filter(

@@ -385,7 +385,9 @@ def _entries_insert(change: PoolChange, batch: list[ImportedEntry]) -> list[Entr
                 created_at=item.updated_at or change.at,
                 updated_at=item.updated_at or change.at,
                 invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
-                said_at=item.said_at or item.updated_at or change.at,
+                said_at=next(
+                    at for at in (item.said_at, item.updated_at, change.at) if at is not None
+                ),
                 confidence=item.confidence,
                 rank=0 if item.layer == Entry.Layer.PINNED else 1,
                 **row_access(

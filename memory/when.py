@@ -59,6 +59,19 @@ RELATIVE = (
 )
 
 Window = tuple[int, int]
+# A question: it ends with "?" or opens with a question word or a request to find.
+ASKS = re.compile(
+    r"\?\s*$|^\s*(what|when|where|who|whom|which|why|how|did|do|does|was|were|is|are|have|has"
+    r"|can|could|tell|show|list|find|remind|was|wann|wo|wer|wen|welche[rsnm]?|warum|wie|hat"
+    r"|habe|hast|haben|ist|sind|war|waren|zeig|sag|finde|erinnere)\b",
+    re.IGNORECASE,
+)
+
+
+def asks(text: str) -> bool:
+    """Whether `text` is a question (or asks to be shown something), not a statement: "I move
+    in May." names a time without asking about it."""
+    return ASKS.search(text) is not None
 
 
 def said_window(query: str, now_ms: int) -> Window | None:

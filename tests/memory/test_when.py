@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.when import said_window
+from memory.when import asks, said_window
 from tests.conftest import World
 
 # Thursday 2026-12-03, 15:00 UTC.
@@ -62,6 +62,22 @@ def test_no_time_named(query: str) -> None:
     assert said_window(query, NOW) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        ("When did Anna adopt the puppy?", True),
+        ("what did I say last week", True),
+        ("Was habe ich gestern gesagt", True),
+        ("Tell me what we planned in May", True),
+        ("I move to Berlin in May.", False),
+        ("See you today", False),
+        ("Ich ziehe im Mai um.", False),
+    ],
+)
+def test_a_question_or_a_statement(text: str, question: bool) -> None:
+    assert asks(text) is question
+
+
 def test_search_prefers_what_was_said_in_the_time_a_question_names(world: World) -> None:
     def remember(content: str, said_at: int) -> str:
         response = world.alice.client().post(
@@ -83,9 +99,11 @@ def test_search_prefers_what_was_said_in_the_time_a_question_names(world: World)
     later = remember("We planned a trip to the coast!", day("2026-03-14"))
     unrelated = remember("Our neighbour repainted the fence.", day("2025-03-20"))
 
-    assert found("trip to the coast in March 2025") == [march, later]
-    assert found("trip to the coast in March 2026") == [later, march]
-    assert unrelated not in found("coast in March 2025"), "a time alone finds nothing"
+    assert found("What about the trip to the coast in March 2025?") == [march, later]
+    assert found("trip to the coast in March 2026?") == [later, march]
+    assert unrelated not in found("Which coast in March 2025?"), "a time alone finds nothing"
+    # A statement that names a time does not ask about it: memory order decides.
+    assert found("We plan a trip to the coast in March 2025.") == [later, march]
     # Each result says when it was said.
     response = world.alice.client().get(f"/v1/bots/{world.bot.id}/memory/search", {"q": "coast"})
     said = {entry["id"]: entry["saidAt"] for entry in response.json()["entries"]}
