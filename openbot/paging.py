@@ -6,10 +6,11 @@ last row read, signed with a salt naming the list and its reader, so that anothe
 cursor, or one of another list, is a 400 naming `cursor`."""
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.core import signing
-from django.db.models import Model, Q, QuerySet
+from django.core.exceptions import ValidationError
+from django.db.models import Field, Model, Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -88,8 +89,7 @@ def keyset_page(
     names = [name.removeprefix("-") for name in order]
     rows = rows.order_by(*order)
     if after is not None:
-        if not isinstance(after, list) or len(after) != len(names):
-            raise invalid("cursor", "not a cursor of this list for you")
+        after = _position(rows, names, after)
         step = "lt" if order[0].startswith("-") else "gt"
         later = Q()
         for index, name in enumerate(names):
@@ -103,6 +103,24 @@ def keyset_page(
     if len(keys) <= limit:
         return page, None
     return page, [_json(value) for value in keys[limit - 1]]
+
+
+def _position(rows: QuerySet[Row], names: list[str], after: Any) -> list[Any]:
+    """A cursor's position as the values of `names`; any other shape is a 400 naming
+    `cursor` (a signed cursor is ours, but an old one may not match the list any more)."""
+    refused = invalid("cursor", "not a cursor of this list for you")
+    if not isinstance(after, list) or len(after) != len(names):
+        raise refused
+    try:
+        values = [
+            cast("Field[Any, Any]", rows.model._meta.get_field(name)).to_python(value)
+            for name, value in zip(names, after, strict=True)
+        ]
+    except (ValidationError, ValueError, TypeError):
+        raise refused from None
+    if any(value is None for value in values):
+        raise refused
+    return values
 
 
 def _json(value: Any) -> Any:

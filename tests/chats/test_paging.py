@@ -4,6 +4,7 @@
 from typing import Any
 
 import pytest
+from django.core import signing
 
 from tests.conftest import Actor, World, error_fields
 from tests.memorybot.scenes import take_turn
@@ -37,7 +38,7 @@ def test_a_list_read_page_by_page_is_the_list(world: World, chat_id: str, name: 
         pages, query = [], {"limit": limit}
         while True:
             body = get(world.alice, chat_id, name, **query).json()
-            assert set(body) == {key, "nextCursor"}
+            assert set(body) == {key, "nextCursor"}, body
             assert 1 <= len(body[key]) <= limit
             pages += body[key]
             if body["nextCursor"] is None:
@@ -75,3 +76,16 @@ def test_a_bad_limit_is_400_naming_it(world: World, chat_id: str, limit: str) ->
         response = get(world.alice, chat_id, name, limit=limit)
         assert response.status_code == 400
         assert set(error_fields(response)) == {"limit"}
+
+
+@pytest.mark.parametrize("position", [["garbage"], [None], ["x", 1], [1, 2], "5", [{"a": 1}]])
+def test_a_signed_cursor_of_another_shape_is_400_naming_it(
+    world: World, chat_id: str, position: Any
+) -> None:
+    """A cursor signed for this list that no longer fits it (an older server's, say)."""
+    caller = world.alice
+    salt = f"chats.runs.cursor:{chat_id}:{caller.organization.id}:{caller.person.id}"
+    cursor = signing.dumps(position, salt=salt)
+    response = get(world.alice, chat_id, "learning", limit=1, cursor=cursor)
+    assert response.status_code == 400
+    assert set(error_fields(response)) == {"cursor"}
