@@ -4,6 +4,7 @@ with its rate from `settings.OPENBOT_THROTTLE_RATES`, read when a request is che
 a limit the answer is 429 with `Retry-After` (`openbot.errors`). The admin (sessions, not
 tokens) and the worker (no HTTP) are never throttled."""
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -14,6 +15,8 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from openbot.models import Token
+
+logger = logging.getLogger(__name__)
 
 
 def client_address(request: Request | HttpRequest) -> str:
@@ -30,7 +33,16 @@ def client_address(request: Request | HttpRequest) -> str:
 
 
 class RatedThrottle(SimpleRateThrottle):
-    """A throttle whose rate is the setting's for its scope (None: no limit)."""
+    """A throttle whose rate is the setting's for its scope (None: no limit). A cache that
+    cannot be reached lets the request through (logged): a limit is no reason to refuse
+    service."""
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        try:
+            return super().allow_request(request, view)
+        except Exception:  # noqa: BLE001  (the cache's client raises its own errors)
+            logger.warning("the throttle cache cannot be reached: %s not counted", self.scope)
+            return True
 
     def get_rate(self) -> str | None:
         rate: str | None = settings.OPENBOT_THROTTLE_RATES[str(self.scope)]
@@ -84,11 +96,12 @@ class AuthFailureThrottle(RatedThrottle):
         if count is None or duration is None:
             return
         now = self.timer()
-        failures = [
-            moment
-            for moment in self.cache.get(self.get_cache_key(request, None), [])
-            if moment > now - duration
-        ]
+        try:
+            history = self.cache.get(self.get_cache_key(request, None), [])
+        except Exception:  # noqa: BLE001  (as in allow_request)
+            logger.warning("the throttle cache cannot be reached: %s not checked", self.scope)
+            return
+        failures = [moment for moment in history if moment > now - duration]
         if len(failures) >= count:
             raise exceptions.Throttled(max(0.0, duration - (now - failures[-1])))
 

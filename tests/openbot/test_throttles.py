@@ -140,3 +140,19 @@ def test_counts_live_in_the_shared_cache_every_worker_reads(world: World) -> Non
         redis.flushdb()
         assert alice.get(memory_url(world)).status_code == 200
     redis.flushdb()
+
+
+def test_a_cache_that_cannot_be_reached_throttles_nothing(world: World) -> None:
+    """A limit is no reason to refuse service: the request is answered (and it is logged)."""
+    unreachable = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+        }
+    }
+    guesser = APIClient()
+    guesser.credentials(HTTP_AUTHORIZATION="Bearer obt_not-a-token")
+    with override_settings(CACHES=unreachable), limits(token="1/min", auth_failures="1/min"):
+        for _ in range(3):
+            assert world.alice.client().get(memory_url(world)).status_code == 200
+            assert guesser.get(memory_url(world)).status_code == 401
