@@ -44,7 +44,6 @@ from memory.services import (
 )
 from memory.topics import TOPIC_MAX_LENGTH, TOPIC_SHAPE
 from openbot.access import Caller
-from openbot.clock import now_ms
 from openbot.errors import NotFound, invalid
 from openbot.idempotency import (
     IDEMPOTENCY_ERRORS,
@@ -60,10 +59,8 @@ from openbot.schema import NO_NUL, NOT_BLANK, errors
 from openbot.serializers import StrictCharField, StrictSerializer
 from openbot.viewsets import ScopedViewSet
 
-# A time in ms since the epoch: before the year 10000. A time a client gives may run ahead of
-# the server's clock by this much.
+# A time in ms since the epoch: before the year 10000.
 MAX_MS = 253_402_300_799_999
-SAID_AT_SKEW_MS = 5 * 60 * 1000
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -110,13 +107,8 @@ class RememberCommand(StrictSerializer):
         required=False,
         min_value=0,
         max_value=MAX_MS,
-        help_text="When it was said (ms since the epoch), if not now; not in the future",
+        help_text="When it was said (ms since the epoch), if not now",
     )
-
-    def validate_saidAt(self, value: int) -> int:
-        if value > now_ms() + SAID_AT_SKEW_MS:
-            raise serializers.ValidationError("must not be in the future")
-        return value
 
 
 class ForgetCommand(StrictSerializer):

@@ -5,7 +5,6 @@ from typing import Any
 import pytest
 
 from memory.models import Entry, EntryTag, Exclusion
-from openbot.clock import now_ms
 from tests.conftest import Actor, World, error_fields
 from tests.factories import ChatFactory, ItemFactory
 from tests.memory.builders import fact, observation, set_status
@@ -243,19 +242,12 @@ def test_remember_keeps_when_it_was_said(world: World, clock: list[int]) -> None
     assert entries[given]["createdAt"] == entries[now]["saidAt"] == 1_700_000_000_000
 
 
-@pytest.mark.parametrize("said_at", [-1, "1600000000000", 1.5, None, 2**63])
+@pytest.mark.parametrize("said_at", [-1, "1600000000000", 1.5, None, 253_402_300_800_000])
 def test_remember_refuses_a_bad_time_said(world: World, said_at: Any) -> None:
     response = command(world.alice, world, {"_tag": "Remember", "content": "x", "saidAt": said_at})
     assert response.status_code == 400
     assert "command.saidAt" in error_fields(response)
     assert not Entry.objects.exists()
-
-
-def test_remember_refuses_a_time_said_in_the_future(world: World) -> None:
-    tomorrow = now_ms() + 24 * 3600 * 1000
-    response = command(world.alice, world, {"_tag": "Remember", "content": "x", "saidAt": tomorrow})
-    assert response.status_code == 400
-    assert "command.saidAt" in error_fields(response)
 
 
 def test_unknown_command_is_refused(world: World) -> None:
