@@ -52,16 +52,20 @@ for _ in range(100):
         break
     except OSError:
         time.sleep(0.2)
-chat = call("/v1/chats", {"bot": demo["bot"]})
-call(f"/v1/chats/{chat['id']}/turns", {"text": "I like green tea."})
 memory = f"/v1/bots/{demo['bot']}/memory"
 entry, _ = (call(memory, {"command": {"_tag": "Remember", "content": w}}) for w in ("tea", "cake"))
+# Two turns that the entries enrich: every list of the chat holds two rows [A16].
+chat = call("/v1/chats", {"bot": demo["bot"]})
+for text in ("I like green tea.", "Green tea or black tea?"):
+    call(f"/v1/chats/{chat['id']}/turns", {"text": text})
 
 
 def next_cursor(path):
     request = urllib.request.Request(base + path, headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)["nextCursor"]
+        cursor = json.load(response)["nextCursor"]
+    assert cursor, f"{path}: one row, no next page"
+    return cursor
 
 
 print(f"export OPENBOT_SCHEMA_TOKEN={demo['token']}")
@@ -71,6 +75,9 @@ print(f"export OPENBOT_SCHEMA_CHAT={chat['id']}")
 print(f"export OPENBOT_SCHEMA_ENTRY={entry['id']}")
 print(f"export OPENBOT_SCHEMA_CURSOR={next_cursor(memory + '?limit=1')}")
 print(f"export OPENBOT_SCHEMA_LOG_CURSOR={next_cursor(memory + '/log?limit=1')}")
+for name in ("items", "confessions", "enrichments", "learning"):
+    cursor = next_cursor(f"/v1/chats/{chat['id']}/{name}?limit=1")
+    print(f"export OPENBOT_SCHEMA_{name.upper()}_CURSOR={cursor}")
 PY
 )"
 
