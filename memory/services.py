@@ -56,8 +56,8 @@ def is_topic(tag: object) -> bool:
 
 
 def check_topics(topics: list[str], field_name: str = "tags") -> list[str]:
-    """Topics only, in NFC and without repeats: a tag that is not a topic (a colon
-    tag, an uppercase letter, a stray hyphen) is a 400 naming `field_name`."""
+    """Topics only, in NFC and without repeats; anything else (a colon tag, an uppercase
+    letter, a stray hyphen) is a 400 naming `field_name`."""
     checked = topics_of(topics)
     if checked is None:
         raise invalid(
@@ -91,9 +91,8 @@ def _scope(values: Iterable[str]) -> str:
 def row_access(
     *, tags: list[str], evidence: list[ItemEvidence], source_entries: list[str]
 ) -> dict[str, Any]:
-    """What the access rule reads in a new entry's own row: whether it names
-    a source entry, its `org_scope` and its `rule_scope` (`Entry`). Ids hold no space, so a
-    reader's "<organization> <rule>" equals only the same pair."""
+    """What the access rule reads in a new entry's own row: whether it names a source entry,
+    its `org_scope` and `rule_scope` (`Entry`); ids hold no space, so "<org> <rule>" is one."""
     return {
         "depends": bool(source_entries),
         "org_scope": _scope(tag.removeprefix("org:") for tag in tags if tag_kind(tag) == "org"),
@@ -128,11 +127,8 @@ def pool_of(pool_id: str) -> Pool:
 
 @contextmanager
 def pool_change(*, pool_id: str, by: str, always: bool = False) -> Iterator[PoolChange]:
-    """Hold the pool's write lock; on exit take the next version and log the change.
-
-    A change that touched nothing takes no version, unless `always` (a purge is logged even
-    when it removed nothing).
-    """
+    """Hold the pool's write lock; on exit take the next version and log the change. A change
+    that touched nothing takes no version, unless `always` (a purge is logged regardless)."""
     with pool_write(pool_id):
         change = PoolChange(pool_id=pool_id, by=by, at=now_ms())
         yield change
@@ -196,8 +192,7 @@ _LOGGED = f"""
 
 
 def _version_next(pool_id: str) -> int:
-    """Take the pool's next version in one statement; the pool's row is created at its
-    first change."""
+    """Take the pool's next version in one statement; the pool's row is made at its first."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Pool._meta.db_table} SET version = version + 1 WHERE bot_id = %s"
@@ -385,9 +380,7 @@ def _entries_insert(change: PoolChange, batch: list[ImportedEntry]) -> list[Entr
                 created_at=item.updated_at or change.at,
                 updated_at=item.updated_at or change.at,
                 invalidated_at=change.at if item.status == Entry.Status.INVALIDATED else None,
-                said_at=next(
-                    at for at in (item.said_at, item.updated_at, change.at) if at is not None
-                ),
+                said_at=item.updated_at or change.at if item.said_at is None else item.said_at,
                 confidence=item.confidence,
                 rank=0 if item.layer == Entry.Layer.PINNED else 1,
                 **row_access(
