@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from chats.permissions import ChatScopedViewSet, IsChatOwner, IsChatParticipant
 from chats.selectors import chat_items
 from chats.services import chat_create
-from conversations.export import person_export
+from conversations.export import export_response
 from conversations.serializers import (
     ChatCreateInput,
     ChatOutput,
@@ -193,11 +193,4 @@ class MyExportApi(APIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         """Download everything about you: streamed, one JSON document."""
         caller = caller_of(request)
-        response = StreamingHttpResponse(
-            person_export(person=caller.person, organization=caller.organization),
-            content_type="application/json",
-        )
-        response["Content-Disposition"] = (
-            f'attachment; filename="openbot-export-{caller.person.id}.json"'
-        )
-        return response
+        return export_response(person=caller.person, organization=caller.organization)

@@ -10,6 +10,7 @@ learning runs; their tokens' metadata, never a secret. `format` says the documen
 import json
 from collections.abc import Iterable, Iterator
 
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from chats.models import Chat, Item
@@ -18,7 +19,7 @@ from memory.access import Reader
 from memory.selectors import Position, entry_page_for_reader
 from memory.serializers import EntryOutput
 from memorybot.selectors import enrichments_of_chat, learning_runs_of_chat
-from openbot.access import bot_level
+from openbot.access import bots_for_reader
 from openbot.clock import to_ms
 from openbot.fields import readable
 from openbot.models import Bot, Channel, Organization, Person, Token
@@ -26,6 +27,15 @@ from openbot.models import Bot, Channel, Organization, Person, Token
 FORMAT = 1
 # Entries or items read (and held) at a time.
 PAGE = 500
+
+
+def export_response(*, person: Person, organization: Organization) -> StreamingHttpResponse:
+    """The export as a download, streamed."""
+    response = StreamingHttpResponse(
+        person_export(person=person, organization=organization), content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="openbot-export-{person.id}.json"'
+    return response
 
 
 def person_export(*, person: Person, organization: Organization) -> Iterator[str]:
@@ -55,13 +65,8 @@ def person_export(*, person: Person, organization: Organization) -> Iterator[str
     }
     yield json.dumps(head)[:-1]
     yield ', "memory": ['
-    bots = Bot.objects.filter(organization=organization).order_by("id")
-    readable_bots = (
-        bot
-        for bot in bots
-        if bot_level(bot=bot, person_id=person.id, organization_id=organization.id) is not None
-    )
-    yield from _joined(_memory(bot, person, organization) for bot in readable_bots)
+    bots = bots_for_reader(person_id=person.id, organization_id=organization.id).order_by("id")
+    yield from _joined(_memory(bot, person, organization) for bot in bots)
     yield '], "chats": ['
     chats = Chat.objects.filter(owner=person, organization=organization).order_by("created_at")
     yield from _joined(_chat(chat) for chat in chats.select_related("bot", "channel"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from openbot.compiled import compiled, stand_in
 from openbot.errors import Forbidden, NotFound
@@ -29,7 +29,7 @@ class Caller:
         ).exists()
 
 
-def grants_of(*, bot_id: str, person_id: str, organization_id: str) -> QuerySet[Grant]:
+def grants_of(*, bot_id: str | OuterRef, person_id: str, organization_id: str) -> QuerySet[Grant]:
     """The grants on the bot that reach the person working in `organization_id` [H3]: their own,
     and their organization's while they are a member of it. The membership is an indexed
     `EXISTS` on (organization, person), not a join over every member of the organization."""
@@ -50,6 +50,16 @@ def bot_level(*, bot: Bot, person_id: str, organization_id: str) -> str | None:
         return None
     grants = grants_of(bot_id=bot.id, person_id=person_id, organization_id=organization_id)
     return _strongest(grants).first()
+
+
+def bots_for_reader(*, person_id: str, organization_id: str) -> QuerySet[Bot]:
+    """The bots of `organization_id` the person may read there, by name."""
+    grants = grants_of(bot_id=OuterRef("id"), person_id=person_id, organization_id=organization_id)
+    return (
+        Bot.objects.filter(organization_id=organization_id)
+        .filter(Exists(grants))
+        .order_by("name", "id")
+    )
 
 
 def ids_values(*, bot_id: str, person_id: str, organization_id: str) -> dict[str, str]:

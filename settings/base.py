@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "openbot",
     "chats",
     "conversations",
+    "people",
     "memory",
     "memorybot",
 ]

@@ -1,5 +1,5 @@
-"""The URL root: `/v1/…` JSON routes, the OpenAPI schema, the read-only admin and the health
-endpoints."""
+"""The URL root: `/v1/…` JSON routes, the OpenAPI schema, the read-only admin, the page
+for people (`/me/`) and the health endpoints."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -23,6 +23,7 @@ urlpatterns = [
     path("healthz", LivenessApi.as_view(), name="healthz"),
     path("readyz", ReadinessApi.as_view(), name="readyz"),
     path("admin/", admin.site.urls),
+    path("me/", include("people.urls")),
     path(
         "v1/schema",
         # `?format=json` is `application/json`, which a browser shows rather than downloads.

@@ -47,18 +47,15 @@ def test_an_export_holds_exactly_what_the_reference_lets_each_person_see(
 ) -> None:
     with transaction.atomic():
         model = random_pool(tenancy, data)
-        for organization_id, people in tenancy.staff.items():
-            bot = tenancy.bot_of(organization_id)
-            for person_id in people:
-                memory = exported_memory(person_id, organization_id)
-                if bot_level(bot=bot, person_id=person_id, organization_id=organization_id):
-                    expected = model.visible(
-                        RefReader(organization=organization_id, person=person_id),
-                        active_only=False,
-                    )
-                    assert memory[bot.id] == expected, person_id
-                    event("a person reads the bot" + (" and sees entries" if expected else ""))
-                else:
-                    assert bot.id not in memory, person_id
-                    event("a person may not read the bot")
+        for organization, person_id, bot in tenancy.members():
+            memory = exported_memory(person_id, organization.id)
+            if bot_level(bot=bot, person_id=person_id, organization_id=organization.id):
+                expected = model.visible(
+                    RefReader(organization=organization.id, person=person_id), active_only=False
+                )
+                assert memory[bot.id] == expected, person_id
+                event("a person reads the bot" + (" and sees entries" if expected else ""))
+            else:
+                assert bot.id not in memory, person_id
+                event("a person may not read the bot")
         transaction.set_rollback(True)

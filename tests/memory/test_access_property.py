@@ -205,6 +205,15 @@ class Tenancy:
     def bot_of(self, organization_id: str) -> Bot:
         return self.bot if organization_id == self.org_a.id else self.linked
 
+    def members(self) -> list[tuple[Organization, str, Bot]]:
+        """Each person in each organization they work in, with the bot they read there."""
+        organizations = {self.org_a.id: self.org_a, self.org_b.id: self.org_b}
+        return [
+            (organizations[organization_id], person_id, self.bot_of(organization_id))
+            for organization_id, people in self.staff.items()
+            for person_id in people
+        ]
+
     def readers(self) -> list[tuple[RefReader, Reader]]:
         readers = []
         for organization_id, people in self.staff.items():
