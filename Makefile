@@ -51,7 +51,8 @@ local-model: $(VENV)/.realmodel
 run: install $(if $(filter local,$(MODEL)),local-model)
 	$(PY) manage.py migrate --noinput -v0
 	$(PY) manage.py bootstrap --model $(DEMO_MODEL) > .demo.json
-	@$(PY) -c "import json; d = json.load(open('.demo.json')); print(json.dumps(d)); print(); print('Try:'); print(f'curl -H \"Authorization: Bearer {d[\"token\"]}\" http://127.0.0.1:$(PORT)/v1/bots/{d[\"bot\"]}/memory')"
+	@$(PY) manage.py login_link --minutes 60 --base http://127.0.0.1:$(PORT) $$($(PY) -c "import json; d = json.load(open('.demo.json')); print('--org', d['organization'], '--person', d['person'])") > .demo-link.json
+	@$(PY) -c "import json; d = json.load(open('.demo.json')); print(json.dumps(d)); print(); print('Try:'); print(f'curl -H \"Authorization: Bearer {d[\"token\"]}\" http://127.0.0.1:$(PORT)/v1/bots/{d[\"bot\"]}/memory'); print(); print('The demo person\'s memory page (a one-time sign-in link, for 60 minutes):'); print(json.load(open('.demo-link.json'))['url'])"
 	$(RUN_ENV) $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # [G3, F6] Production serving on this machine: nginx, gunicorn and rundramatiq on PostgreSQL +

@@ -1,63 +1,28 @@
-"""[O5, O6] Support staff in a real browser: log in, find an entry by a person's id, open it,
-ask why another person cannot see it. Headless Debian Chromium driven by Playwright against a
-live server; screenshots go to `tmp/artifacts/admin/` (or `$OPENBOT_ARTIFACTS/admin/`).
+"""[O5, O6] Support staff in a real browser (`tests.browser`): log in, find an entry by a
+person's id, open it, ask why another person cannot see it. Screenshots go to
+`tmp/artifacts/admin/`."""
 
-Playwright's sync API keeps an asyncio loop running in this thread while it is started, and
-Django refuses database work under a running loop. So the browser lives only as long as this
-test (not pytest-playwright's session-wide fixtures, which would leave the loop running for
-every test after this one), and the test allows that work while it runs.
-"""
-
-import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connections
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
+from tests.browser import ARTIFACTS, chromium, needs_chromium
 from tests.conftest import World
 from tests.factories import ChatFactory, ItemFactory
 from tests.memory.builders import fact
 from tests.openbot.test_admin import CANARY, CANARY_MARK
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(os.environ.get("OPENBOT_ARTIFACTS") or settings.BASE_DIR / "tmp" / "artifacts")
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="no Chromium at /usr/bin/chromium (Debian: apt-get install -y chromium); "
-    "browsers are never downloaded",
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1000})
-        finally:
-            browser.close()
-            # Connections opened under the running loop live in a context of their own (asgiref
-            # locals): close them here, or the test database could not be dropped at the end.
-            connections.close_all()
+    with chromium(monkeypatch) as browser:
+        yield browser.new_page(viewport={"width": 1400, "height": 1000})
 
 
 def shot(page: Page, name: str) -> None:
