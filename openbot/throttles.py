@@ -1,8 +1,8 @@
 """[T1] Limits on how fast a token may call, a person may write and an address may fail to
 authenticate: DRF's rate throttles (a sliding window of request times kept in the cache), each
 with its rate from `settings.OPENBOT_THROTTLE_RATES`, read when a request is checked. Beyond
-a limit the answer is 429 with `Retry-After` (`openbot.errors`). The admin (sessions, not
-tokens) and the worker (no HTTP) are never throttled."""
+a limit the answer is 429 with `Retry-After` (`openbot.errors`; the page for people answers
+its own). The admin (staff sessions) and the worker (no HTTP) are never throttled."""
 
 import logging
 from typing import Any
@@ -77,6 +77,18 @@ class WriteThrottle(RatedThrottle):
         if request.method in SAFE_METHODS or token is None:
             return None
         return self.cache_key(token.person_id)
+
+
+class SessionWriteThrottle(WriteThrottle):
+    """Writes of a person signed in by a session (the page for people), counted with the
+    writes of their tokens."""
+
+    def __init__(self, person_id: str) -> None:
+        super().__init__()
+        self.person_id = person_id
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        return None if request.method in SAFE_METHODS else self.cache_key(self.person_id)
 
 
 class AuthFailureThrottle(RatedThrottle):

@@ -8,6 +8,7 @@ the same "not found" page as one that does not exist. Plain forms do everything;
 only shows times in the browser's time zone.
 """
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from memorybot.selectors import learning_runs_of_chat
 from openbot.access import Caller, bot_for_reader, bots_for_reader
 from openbot.errors import ApplicationError, Conflict, NotFound, invalid
 from openbot.models import Bot
+from openbot.throttles import SessionWriteThrottle
 from people.services import sign_in_link_use, sign_out, signed_in_caller
 
 SEARCH_RESULTS = 20
@@ -43,7 +45,8 @@ CallerView = Callable[..., HttpResponseBase]
 
 def signed_in(view: CallerView) -> CallerView:
     """The view with the signed-in caller as its second argument; signed out, a page that says
-    how to sign in (401). Nothing about a person is cached by the browser or on the way."""
+    how to sign in (401). A change counts against the person's writes [T1] (429 beyond them).
+    Nothing about a person is cached by the browser or on the way."""
 
     @never_cache
     @wraps(view)
@@ -51,6 +54,14 @@ def signed_in(view: CallerView) -> CallerView:
         caller = signed_in_caller(request)
         if caller is None:
             return render(request, "people/signed_out.html", status=401)
+        throttle = SessionWriteThrottle(caller.person.id)
+        if not throttle.allow_request(request, None):  # type: ignore[arg-type]  # no view needed
+            wait = math.ceil(throttle.wait() or 1)
+            response = render(
+                request, "people/slow_down.html", {"caller": caller, "wait": wait}, status=429
+            )
+            response["Retry-After"] = str(wait)
+            return response
         try:
             return view(request, caller, *args, **kwargs)
         except NotFound:

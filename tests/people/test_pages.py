@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.core.cache import cache
+from django.test import Client, override_settings
 
 from memory.models import Entry
 from openbot.models import Bot
@@ -219,3 +220,27 @@ def test_an_unknown_bot_entry_or_chat_is_not_found(scene: Scene) -> None:
     ):
         response = alice.get(path)
         assert response.status_code == 404 and b"Not found" in response.content
+
+
+def test_changes_beyond_the_persons_write_rate_are_refused(scene: Scene) -> None:
+    """[T1] The page's writes count with the person's API writes; reading is not limited."""
+    world, alice = scene.world, scene.client("alice")
+    remember = f"/me/bots/{world.bot.id}/remember"
+    cache.clear()
+    with override_settings(
+        OPENBOT_THROTTLE_RATES={"token": None, "writes": "2/min", "auth_failures": None}
+    ):
+        assert alice.post(remember, {"content": "I like tea."}).status_code == 302
+        api = world.alice.client().post(
+            f"/v1/bots/{world.bot.id}/memory",
+            {"command": {"_tag": "Remember", "content": "I like coffee."}},
+            format="json",
+        )
+        assert api.status_code == 201
+        refused = alice.post(remember, {"content": "I like cocoa."})
+        assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+        assert b"Nothing was changed." in refused.content
+        assert alice.get(f"/me/bots/{world.bot.id}/").status_code == 200
+    cache.clear()
+    contents = {entry["content"] for entry in api_memory(world.alice, world.bot)}
+    assert contents == {SECRET, "I like tea.", "I like coffee."}
