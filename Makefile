@@ -26,10 +26,11 @@ endif
 
 .PHONY: install realmodel run serve-prod test lint bench local-model
 
-$(VENV)/.installed: pyproject.toml
+# The server with its development tools, and the Python client its tests run against it.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -e clients/python
 	touch $@
 
 install: $(VENV)/.installed
