@@ -121,9 +121,23 @@ def test_every_route_answers_503_while_postgresql_refuses_and_serves_again_after
         for answer in answered.values():
             if answer.status == 503:
                 assert_unavailable(answer)
-        served_anyway = {path for (_, path), answer in answered.items() if answer.status != 503}
+        served_anyway = {
+            (method, path): answer.status
+            for (method, path), answer in answered.items()
+            if answer.status != 503
+        }
         # /readyz says so (503) on GET; its other methods, like an unknown URL, need nothing.
-        assert served_anyway == WITHOUT_DATABASE | {"/readyz", "/no-such-page", "/v1/no-such-route"}
+        assert {path for _, path in served_anyway if not path.startswith("/me/")} == (
+            WITHOUT_DATABASE | {"/readyz", "/no-such-page", "/v1/no-such-route"}
+        )
+        # The page for people needs nothing for a method it does not take (405), for the
+        # sign-in button, or to refuse a link whose signature is wrong; all else is a 503.
+        assert {
+            (method, path, status)
+            for (method, path), status in served_anyway.items()
+            if path.startswith("/me/") and status != 405
+        } == {("GET", "/me/sign-in/1", 200), ("POST", "/me/sign-in/1", 400)}
+        assert answered["GET", "/me/bots/1/"].status == 503
         assert answered["GET", "/healthz"].json() == {"status": "ok"}
         assert answered["GET", "/v1/no-such-route"].status == 404
         assert len(answered) > 1000
