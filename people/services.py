@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.core import signing
 from django.http import HttpRequest
+from django.middleware.csrf import rotate_token
 from django.urls import reverse
 from django.utils import timezone
 
@@ -35,6 +36,8 @@ def sign_in_link_create(
     if not Membership.objects.filter(organization=organization, person=person).exists():
         raise invalid("person", f"{person.id} is not a member of {organization.id}")
     secret = secrets.token_urlsafe(32)
+    # Links that can no longer be used are kept a day (their use shows in the row), then go.
+    SignInLink.objects.filter(expires_at__lt=timezone.now() - timedelta(days=1)).delete()
     SignInLink.objects.create(
         key_hash=token_hash(secret),
         person=person,
@@ -62,8 +65,10 @@ def sign_in_link_use(request: HttpRequest, signed: str) -> bool:
         organization_id=link.organization_id, person_id=link.person_id
     ).exists():
         return False
-    # A new session key: a session fixed before sign-in does not become the person's.
+    # A new session key and CSRF token: a session or token fixed before sign-in does not
+    # become the person's (as Django's own `login` does).
     request.session.cycle_key()
+    rotate_token(request)
     request.session[SESSION_KEY] = [link.person_id, link.organization_id]
     return True
 

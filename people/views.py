@@ -10,6 +10,7 @@ only shows times in the browser's time zone.
 
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +41,8 @@ from openbot.throttles import SessionWriteThrottle
 from people.services import sign_in_link_use, sign_out, signed_in_caller
 
 SEARCH_RESULTS = 20
+# As many topics as Remember takes through the API.
+MAX_TOPICS = 32
 CallerView = Callable[..., HttpResponseBase]
 
 
@@ -155,6 +158,7 @@ def sign_in(request: HttpRequest, signed: str) -> HttpResponse:
 
 
 @require_POST
+@never_cache
 def sign_out_view(request: HttpRequest) -> HttpResponse:
     sign_out(request)
     return render(request, "people/signed_out.html", {"signed_out": True})
@@ -178,14 +182,16 @@ def _bot_page(
 ) -> HttpResponse:
     reader = reader_for(caller, bot)
     query = request.GET.get("q", "").strip()
-    topic = request.GET.get("topic", "").strip()
+    # Topics are stored in NFC (as GET memory's `tags` reads them): one written decomposed
+    # finds them too.
+    topic = unicodedata.normalize("NFC", request.GET.get("topic", "").strip())
     history = request.GET.get("history") == "1"
     search_error = None
     if query:
         try:
             rows, _ = search(bot, reader, query, SEARCH_RESULTS)
         except ApplicationError as exc:
-            rows, search_error = [], _said(exc)
+            rows, search_error, status = [], _said(exc), 400
     else:
         rows, _ = entries_for_reader(
             pool_id=bot.pool_bot_id, reader=reader, tags=[topic] if topic else []
@@ -234,9 +240,12 @@ def remember(request: HttpRequest, caller: Caller, bot_id: str) -> HttpResponse:
         content = form["content"].strip()
         if not content:
             raise invalid("content", "Write what the bot should remember.")
-        topics = check_topics(
-            [name.lower() for name in re.split(r"[,\s]+", form["topics"]) if name], "topics"
-        )
+        if "\x00" in content:
+            raise invalid("content", "It may not contain NUL characters.")
+        names = [name.lower() for name in re.split(r"[,\s]+", form["topics"]) if name]
+        if len(names) > MAX_TOPICS:
+            raise invalid("topics", f"At most {MAX_TOPICS} topics.")
+        topics = check_topics(names, "topics")
         entry_remember(
             pool_id=bot.pool_bot_id,
             person_id=caller.person.id,

@@ -2,7 +2,7 @@
 every object the API takes or answers, a Literal for every enum, a union for every `oneOf`.
 
     python generate.py schema.json > openbot_memory_client/models.py
-    python generate.py http://127.0.0.1:8000/v1/schema?format=json > …
+    python generate.py "http://127.0.0.1:8000/v1/schema?format=json" > …
 
 The server's tests run it against the live schema and compare its output with the committed
 file, so the client cannot drift from the API.

@@ -160,6 +160,10 @@ def test_errors_are_one_exception_with_the_api_shape(world: World, server: str) 
     with pytest.raises(MemoryApiError) as outsider:
         MemoryClient(server, world.dave.token).memory(world.bot.id)
     assert outsider.value.status == 404
+    # An id is one path segment: it never reaches another route.
+    with pytest.raises(MemoryApiError) as elsewhere:
+        alice.chat(f"../bots/{world.bot.id}/memory")
+    assert elsewhere.value.status == 404
     with pytest.raises(MemoryApiError) as unauthenticated:
         MemoryClient(server, "obt_not-a-token").memory(world.bot.id)
     assert (unauthenticated.value.status, unauthenticated.value.code) == (401, "unauthenticated")
@@ -177,9 +181,13 @@ def test_a_429_is_sent_again_after_its_retry_after(
         # Throttled, told to wait a second, sent again: answered.
         assert patient.memory(world.bot.id) == {"entries": [], "version": 0}
         assert recorded.sent == 3
-        # A client that may not wait that long gives the 429 back, with its Retry-After.
-        hasty = client_of(server, world.alice.token, Recorded(schema), retries=0)
-        with pytest.raises(MemoryApiError) as throttled:
-            hasty.memory(world.bot.id)
-        assert throttled.value.status == 429 and throttled.value.retry_after == 1
+        # A client that may not wait that long gives the 429 back at once, with its
+        # Retry-After; so does one whose retries are spent.
+        for options in ({"max_wait": 0.5}, {"retries": 0}):
+            hasty_calls = Recorded(schema)
+            hasty = client_of(server, world.alice.token, hasty_calls, **options)
+            with pytest.raises(MemoryApiError) as throttled:
+                hasty.memory(world.bot.id)
+            assert throttled.value.status == 429 and throttled.value.retry_after == 1
+            assert hasty_calls.sent == 1, options
     cache.clear()

@@ -3,6 +3,7 @@ organization, an outsider and a signed-out browser; and what each does, through 
 services as the API (`GET memory` shows the result)."""
 
 import json
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,8 @@ def test_remember_stores_a_pinned_entry_only_the_person_sees(scene: Scene) -> No
         ({"content": "   "}, b"Write what the bot should remember."),
         ({"content": "x" * 5000}, b"at most"),
         ({"content": "I like tea.", "topics": "tea:time"}, b"tags must be topics"),
+        ({"content": "I like tea.", "topics": " ".join(f"t{n}" for n in range(33))}, b"At most 32"),
+        ({"content": "I like\x00 tea."}, b"NUL"),
     ],
 )
 def test_remember_refused_keeps_what_was_written(
@@ -157,7 +160,11 @@ def test_remember_refused_keeps_what_was_written(
     before = api_memory(scene.world.alice, scene.world.bot)
     response = scene.client("alice").post(f"/me/bots/{scene.world.bot.id}/remember", form)
     assert response.status_code == 400 and message in response.content
-    assert form["content"].encode()[:100] in response.content
+    assert form["content"].strip("\x00").encode()[:6] in response.content
+    # The page it answers on still searches and filters the bot's page, not the form's URL.
+    page = f"/me/bots/{scene.world.bot.id}/"
+    assert f'action="{page}"'.encode() in response.content
+    assert b'href="?' not in response.content
     assert api_memory(scene.world.alice, scene.world.bot) == before
 
 
@@ -207,8 +214,16 @@ def test_search_and_topics_narrow_the_list(scene: Scene) -> None:
     assert [entry.encode() for entry in listed_ids(tea.content)] != []
     assert SECRET.encode() not in tea.content and b"I prefer green tea." in tea.content
     refused = alice.get(f"/me/bots/{world.bot.id}/", {"q": "word " * 65})
-    assert refused.status_code == 200 and b"at most 1000 characters and 64 words" in refused.content
+    assert refused.status_code == 400 and b"at most 1000 characters and 64 words" in refused.content
     assert listed_ids(refused.content) == []
+    # A topic written decomposed (NFD) finds the entries its composed form tags.
+    alice.post(
+        f"/me/bots/{world.bot.id}/remember", {"content": "I drink café au lait.", "topics": "café"}
+    )
+    decomposed = alice.get(
+        f"/me/bots/{world.bot.id}/", {"topic": unicodedata.normalize("NFD", "café")}
+    )
+    assert b"I drink caf" in decomposed.content and len(listed_ids(decomposed.content)) == 1
 
 
 def test_an_unknown_bot_entry_or_chat_is_not_found(scene: Scene) -> None:

@@ -29,7 +29,12 @@ def test_a_link_signs_in_once(world: World) -> None:
     # Opening the link only shows a button: a link previewer does not spend it.
     page = client.get(link)
     assert page.status_code == 200 and b"Sign in" in page.content
+    # A session and a CSRF token the browser held before are not the person's after.
+    client.session.save()
+    before = client.cookies["sessionid"].value, client.cookies["csrftoken"].value
     response = client.post(link)
+    after = client.cookies["sessionid"].value, client.cookies["csrftoken"].value
+    assert before[0] != after[0] and before[1] != after[1]
     assert (response.status_code, response["Location"]) == (302, "/me/")
     cookie = response.cookies["sessionid"]
     assert cookie["httponly"] and cookie["samesite"] == "Lax"

@@ -1,15 +1,19 @@
 """`MemoryClient`: every `/v1` operation of OpenBot Bot Memory as a typed method.
 
-Errors are one exception type, `MemoryApiError`, with the API's error shape. A request answered
-429 or 503 is sent again after the `Retry-After` the server gave (a few times, never longer than
-`max_wait` seconds at once); Remember, Forget, ForgetMine and turns carry an `Idempotency-Key`,
-so a retry never does the work twice. The `iter_*` methods follow `nextCursor` page by page.
+Errors are one exception type, `MemoryApiError`, with the API's error shape (a server that
+cannot be reached at all raises httpx's own `httpx.TransportError`). A request answered 429
+(throttled: nothing was done) is sent again after the `Retry-After` the server gave; one answered
+503 too, if it is a read or carries an `Idempotency-Key` (Remember, Forget, ForgetMine and turns
+do), so a retry never does the work twice. At most `retries` times, and never when the server
+asks to wait longer than `max_wait` seconds: then the error is raised with its `retry_after`.
+The `iter_*` methods follow `nextCursor` page by page.
 """
 
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -42,7 +46,6 @@ from openbot_memory_client.models import (
 )
 
 PAGE = 100
-RETRIED = (429, 503)
 
 # The schema's operation ids and the method that calls each (the server's tests check that
 # every operation of the live schema is here and that each method calls its operation).
@@ -92,8 +95,8 @@ class MemoryApiError(Exception):
 
 
 class MemoryClient:
-    """A client for one server and one bearer token. Pass `http` to use a client of your own
-    (its base URL and headers are left as they are)."""
+    """A client for one server and one bearer token. Pass `http` to use an httpx client of your
+    own (its settings are left as they are, and `close` leaves it open)."""
 
     def __init__(
         self,
@@ -105,6 +108,9 @@ class MemoryClient:
         retries: int = 3,
         max_wait: float = 30.0,
     ) -> None:
+        if retries < 0 or max_wait < 0:
+            raise ValueError("retries and max_wait must not be negative")
+        self.owns_http = http is None
         self.http = http or httpx.Client(timeout=timeout)
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
@@ -112,7 +118,8 @@ class MemoryClient:
         self.max_wait = max_wait
 
     def close(self) -> None:
-        self.http.close()
+        if self.owns_http:
+            self.http.close()
 
     def __enter__(self) -> "MemoryClient":
         return self
@@ -136,16 +143,25 @@ class MemoryClient:
         if idempotent:
             headers["Idempotency-Key"] = str(uuid.uuid4())
         query = {name: value for name, value in (params or {}).items() if value is not None}
+        retried = (429, 503) if method == "GET" or idempotent else (429,)
         for attempt in range(self.retries + 1):
             response = self.http.request(
                 method, self.base_url + path, params=query, json=body, headers=headers
             )
-            if response.status_code not in RETRIED or attempt == self.retries:
+            wait = _retry_after(response) or 1
+            if response.status_code not in retried or attempt == self.retries:
                 break
-            time.sleep(min(_retry_after(response) or 1, self.max_wait))
+            if wait > self.max_wait:
+                break
+            time.sleep(wait)
         if response.status_code >= 400:
             raise _error(response)
-        return None if response.status_code == 204 else response.json()
+        if response.status_code == 204:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise MemoryApiError(response.status_code, "bad_response", "not JSON") from None
 
     def _pages(self, path: str, key: str, page_size: int, **params: Any) -> Iterator[Any]:
         cursor = None
@@ -168,16 +184,20 @@ class MemoryClient:
     ) -> MemoryListOutput:
         """The entries for you, the history included, in memory order (a page with `limit`)."""
         params = {"tags": ",".join(tags) if tags else None, "limit": limit, "cursor": cursor}
-        return cast(MemoryListOutput, self._call("GET", f"/v1/bots/{bot_id}/memory", params=params))
+        return cast(
+            MemoryListOutput, self._call("GET", f"/v1/bots/{_id(bot_id)}/memory", params=params)
+        )
 
     def iter_memory(
         self, bot_id: str, *, tags: list[str] | None = None, page_size: int = PAGE
     ) -> Iterator[EntryOutput]:
         tagged = ",".join(tags) if tags else None
-        return self._pages(f"/v1/bots/{bot_id}/memory", "entries", page_size, tags=tagged)
+        return self._pages(f"/v1/bots/{_id(bot_id)}/memory", "entries", page_size, tags=tagged)
 
     def entry(self, bot_id: str, entry_id: str) -> EntryOutput:
-        return cast(EntryOutput, self._call("GET", f"/v1/bots/{bot_id}/memory/{entry_id}"))
+        return cast(
+            EntryOutput, self._call("GET", f"/v1/bots/{_id(bot_id)}/memory/{_id(entry_id)}")
+        )
 
     def remember(
         self,
@@ -204,12 +224,12 @@ class MemoryClient:
         return cast(ForgetMineOutput, self._command(bot_id, {"_tag": "ForgetMine"}))
 
     def _command(self, bot_id: str, command: dict[str, Any]) -> Any:
-        path = f"/v1/bots/{bot_id}/memory"
+        path = f"/v1/bots/{_id(bot_id)}/memory"
         return self._call("POST", path, body={"command": command}, idempotent=True)
 
     def search(self, bot_id: str, q: str, *, limit: int | None = None) -> MemorySearchOutput:
         params = {"q": q, "limit": limit}
-        path = f"/v1/bots/{bot_id}/memory/search"
+        path = f"/v1/bots/{_id(bot_id)}/memory/search"
         return cast(MemorySearchOutput, self._call("GET", path, params=params))
 
     def memory_log(
@@ -221,25 +241,25 @@ class MemoryClient:
         cursor: str | None = None,
     ) -> MemoryLogOutput:
         params = {"since": since, "limit": limit, "cursor": cursor}
-        path = f"/v1/bots/{bot_id}/memory/log"
+        path = f"/v1/bots/{_id(bot_id)}/memory/log"
         return cast(MemoryLogOutput, self._call("GET", path, params=params))
 
     def iter_memory_log(
         self, bot_id: str, *, since: int | None = None, page_size: int = PAGE
     ) -> Iterator[ChangeOutput]:
-        return self._pages(f"/v1/bots/{bot_id}/memory/log", "changes", page_size, since=since)
+        return self._pages(f"/v1/bots/{_id(bot_id)}/memory/log", "changes", page_size, since=since)
 
     def memory_bot_settings(self, bot_id: str) -> MemoryBotOutput:
-        return cast(MemoryBotOutput, self._call("GET", f"/v1/bots/{bot_id}/memory/bot"))
+        return cast(MemoryBotOutput, self._call("GET", f"/v1/bots/{_id(bot_id)}/memory/bot"))
 
     def memory_bot_settings_update(
         self, bot_id: str, settings: MemoryBotInputRequest
     ) -> MemoryBotOutput:
-        path = f"/v1/bots/{bot_id}/memory/bot"
+        path = f"/v1/bots/{_id(bot_id)}/memory/bot"
         return cast(MemoryBotOutput, self._call("PATCH", path, body=settings))
 
     def purge(self, bot_id: str, tag: str) -> PurgedOutput:
-        path = f"/v1/bots/{bot_id}/memory/purge"
+        path = f"/v1/bots/{_id(bot_id)}/memory/purge"
         return cast(PurgedOutput, self._call("POST", path, body={"tag": tag}))
 
     # --- chats -------------------------------------------------------------------------------
@@ -251,11 +271,11 @@ class MemoryClient:
         return cast(ChatOutput, self._call("POST", "/v1/chats", body=body))
 
     def chat(self, chat_id: str) -> ChatOutput:
-        return cast(ChatOutput, self._call("GET", f"/v1/chats/{chat_id}"))
+        return cast(ChatOutput, self._call("GET", f"/v1/chats/{_id(chat_id)}"))
 
     def turn(self, chat_id: str, text: str) -> TurnResult:
         """Your words and the bot's answer; the turn always ends."""
-        path = f"/v1/chats/{chat_id}/turns"
+        path = f"/v1/chats/{_id(chat_id)}/turns"
         return cast(TurnResult, self._call("POST", path, body={"text": text}, idempotent=True))
 
     def items(
@@ -264,11 +284,11 @@ class MemoryClient:
         return cast(ItemsOutput, self._list(chat_id, "items", limit, cursor))
 
     def iter_items(self, chat_id: str, *, page_size: int = PAGE) -> Iterator[ItemOutput]:
-        return self._pages(f"/v1/chats/{chat_id}/items", "items", page_size)
+        return self._pages(f"/v1/chats/{_id(chat_id)}/items", "items", page_size)
 
     def items_delete(self, chat_id: str) -> None:
         """Delete the chat's history (you own the chat); what was learned from it stays."""
-        self._call("DELETE", f"/v1/chats/{chat_id}/items")
+        self._call("DELETE", f"/v1/chats/{_id(chat_id)}/items")
 
     def confessions(
         self, chat_id: str, *, limit: int | None = None, cursor: str | None = None
@@ -278,7 +298,7 @@ class MemoryClient:
     def iter_confessions(
         self, chat_id: str, *, page_size: int = PAGE
     ) -> Iterator[ConfessionOutput]:
-        return self._pages(f"/v1/chats/{chat_id}/confessions", "confessions", page_size)
+        return self._pages(f"/v1/chats/{_id(chat_id)}/confessions", "confessions", page_size)
 
     def enrichments(
         self, chat_id: str, *, limit: int | None = None, cursor: str | None = None
@@ -288,7 +308,7 @@ class MemoryClient:
     def iter_enrichments(
         self, chat_id: str, *, page_size: int = PAGE
     ) -> Iterator[EnrichmentOutput]:
-        return self._pages(f"/v1/chats/{chat_id}/enrichments", "enrichments", page_size)
+        return self._pages(f"/v1/chats/{_id(chat_id)}/enrichments", "enrichments", page_size)
 
     def learning_runs(
         self, chat_id: str, *, limit: int | None = None, cursor: str | None = None
@@ -296,11 +316,11 @@ class MemoryClient:
         return cast(LearningRunsOutput, self._list(chat_id, "learning", limit, cursor))
 
     def iter_learning_runs(self, chat_id: str, *, page_size: int = PAGE) -> Iterator[RunOutput]:
-        return self._pages(f"/v1/chats/{chat_id}/learning", "runs", page_size)
+        return self._pages(f"/v1/chats/{_id(chat_id)}/learning", "runs", page_size)
 
     def _list(self, chat_id: str, name: str, limit: int | None, cursor: str | None) -> Any:
         params = {"limit": limit, "cursor": cursor}
-        return self._call("GET", f"/v1/chats/{chat_id}/{name}", params=params)
+        return self._call("GET", f"/v1/chats/{_id(chat_id)}/{name}", params=params)
 
     # --- you and your organization -----------------------------------------------------------
 
@@ -316,20 +336,25 @@ class MemoryClient:
         return cast(MySettingsOutput, self._call("PATCH", "/v1/me/settings", body=body))
 
     def organization_settings(self, org_id: str) -> OrganizationSettingsOutput:
-        path = f"/v1/organizations/{org_id}/settings"
+        path = f"/v1/organizations/{_id(org_id)}/settings"
         return cast(OrganizationSettingsOutput, self._call("GET", path))
 
     def organization_settings_update(
         self, org_id: str, settings: OrganizationSettingsInputRequest
     ) -> OrganizationSettingsOutput:
-        path = f"/v1/organizations/{org_id}/settings"
+        path = f"/v1/organizations/{_id(org_id)}/settings"
         return cast(OrganizationSettingsOutput, self._call("PATCH", path, body=settings))
 
     def channel_update(
         self, org_id: str, channel_id: str, settings: ChannelInputRequest
     ) -> ChannelOutput:
-        path = f"/v1/organizations/{org_id}/channels/{channel_id}"
+        path = f"/v1/organizations/{_id(org_id)}/channels/{_id(channel_id)}"
         return cast(ChannelOutput, self._call("PATCH", path, body=settings))
+
+
+def _id(value: str) -> str:
+    """An id as one path segment: `/` and `..` in it name nothing else."""
+    return quote(value, safe="")
 
 
 def _retry_after(response: httpx.Response) -> int | None:
