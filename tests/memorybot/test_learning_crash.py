@@ -71,6 +71,25 @@ def redis_messages() -> list[dict[str, Any]]:
     return [json.loads(body) for body in bodies]
 
 
+def broker_state(worker: "Worker", runs: list[LearningRun]) -> dict[str, Any]:
+    """What a failure of a recovery pass is read against: the runs as the pass sees them and,
+    on Redis, every key of the broker's database with the ids of the messages it holds."""
+    state: dict[str, Any] = {
+        "runs": list(
+            LearningRun.objects.filter(id__in=[run.id for run in runs]).values_list(
+                "id", "status", "sent_at", "leased_until", "message_key"
+            )
+        )
+    }
+    if worker.env["OPENBOT_BROKER_URL"] == REDIS_URL:
+        client = redis.Redis.from_url(REDIS_URL)
+        state["redis"] = {
+            str(key): client.hkeys(key) if client.type(key) == b"hash" else client.type(key)
+            for key in client.keys("*")
+        }
+    return state
+
+
 def flush_rabbitmq() -> None:
     with pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)) as amqp:
         channel = amqp.channel()
@@ -443,7 +462,8 @@ def test_runs_whose_queue_the_broker_lost_are_sent_again_at_once(
     time.sleep(LOST_AFTER_SECONDS)
     assert worker.recover_learning() == {"enqueued": 3}
     time.sleep(LOST_AFTER_SECONDS)
-    assert worker.recover_learning() == {"enqueued": 0}
+    held = broker_state(worker, runs)
+    assert worker.recover_learning() == {"enqueued": 0}, (held, broker_state(worker, runs))
 
     lose_queue()
     time.sleep(LOST_AFTER_SECONDS)
