@@ -10,6 +10,7 @@ import secrets
 from datetime import timedelta
 
 from django.core import signing
+from django.db import transaction
 from django.http import HttpRequest
 from django.middleware.csrf import rotate_token
 from django.urls import reverse
@@ -27,6 +28,7 @@ DEFAULT_MINUTES = 15
 MAX_MINUTES = 7 * 24 * 60
 
 
+@transaction.atomic
 def sign_in_link_create(
     *, person: Person, organization: Organization, minutes: int = DEFAULT_MINUTES
 ) -> str:

@@ -37,6 +37,7 @@ from memorybot.selectors import learning_runs_of_chat
 from openbot.access import Caller, bot_for_reader, bots_for_reader
 from openbot.errors import ApplicationError, Conflict, NotFound, invalid
 from openbot.models import Bot
+from openbot.services import person_learning_set
 from openbot.throttles import SessionWriteThrottle
 from people.services import sign_in_link_use, sign_out, signed_in_caller
 
@@ -295,6 +296,23 @@ def forget_everything(request: HttpRequest, caller: Caller, bot_id: str) -> Http
         )
         return redirect("people:bot", bot_id=bot.id)
     return render(request, "people/forget_everything.html", {"caller": caller, "bot": bot})
+
+
+@require_POST
+@signed_in
+def learning_setting(request: HttpRequest, caller: Caller) -> HttpResponse:
+    """[D4] Whether learning may use what the person says, in every chat (`learnFromMe`)."""
+    learn = request.POST.get("learn") == "on"
+    person_learning_set(person=caller.person, learn_from_me=learn)
+    if learn:
+        messages.success(request, "Bots may learn from what you say again.")
+    else:
+        messages.success(
+            request,
+            "Bots no longer learn from what you say. What they learned before stays until you "
+            "forget it.",
+        )
+    return redirect("people:home")
 
 
 @require_GET

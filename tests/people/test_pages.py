@@ -64,6 +64,7 @@ VIEWS = {
     "forget everything": ("post", "/me/bots/{bot}/forget-everything"),
     "chat": ("get", "/me/chats/{chat}/"),
     "export": ("get", "/me/export"),
+    "learning setting": ("post", "/me/learning"),
 }
 # What each person gets: the status, and whether alice's entry is shown.
 OWNER = {
@@ -78,11 +79,12 @@ OWNER = {
     "forget everything": 302,
     "chat": 200,
     "export": 200,
+    "learning setting": 302,
 }
 # bob reads the bot (the organization's grant) but not alice's entry or chat.
 OTHER_PERSON = OWNER | {"forget, asked": 404, "forget": 404, "chat": 404}
 # dave works in another organization: the bot, the entry and the chat are not found.
-OUTSIDER = {name: 404 for name in VIEWS} | {"home": 200, "export": 200}
+OUTSIDER = {name: 404 for name in VIEWS} | {"home": 200, "export": 200, "learning setting": 302}
 SIGNED_OUT = {name: 401 for name in VIEWS}
 MATRIX = {"alice": OWNER, "bob": OTHER_PERSON, "dave": OUTSIDER, "signed out": SIGNED_OUT}
 
@@ -104,10 +106,27 @@ def test_permission_matrix(scene: Scene, who: str, view: str) -> None:
     if view == "export" and response.status_code == 200:
         document = json.loads(body)
         assert document["person"]["id"] == scene.world.actor(who).person.id
+    # The setting is each person's own: only theirs changes.
+    for name in ("alice", "bob", "dave"):
+        person = scene.world.actor(name).person
+        person.refresh_from_db()
+        assert person.learn_from_me != (name == who and view == "learning setting"), (who, view)
     entry = Entry.objects.get(id=scene.entry.id)
     # Only alice's own Forget (or forgetting everything) takes her entry back.
     forgotten = who == "alice" and view in {"forget", "forget everything"}
     assert (entry.status == Entry.Status.ACTIVE) != forgotten, (who, view)
+
+
+def test_learning_from_me_is_switched_off_and_on(scene: Scene) -> None:
+    """[D4] The page's switch is `learnFromMe`, as GET /v1/me/settings shows it."""
+    bob, api = scene.client("bob"), scene.world.bob.client()
+    off = bob.post("/me/learning", {"learn": "off"}, follow=True)
+    assert b"Bots no longer learn from what you say." in off.content
+    assert b"Learn from what I say again" in off.content
+    assert api.get("/v1/me/settings").json() == {"learnFromMe": False}
+    on = bob.post("/me/learning", {"learn": "on"}, follow=True)
+    assert b"Stop learning from what I say" in on.content
+    assert api.get("/v1/me/settings").json() == {"learnFromMe": True}
 
 
 def test_the_page_lists_what_get_memory_lists(scene: Scene) -> None:
