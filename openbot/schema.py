@@ -90,9 +90,13 @@ ERROR_MEANINGS = {
     403: "No permission: read where write is needed, or not the chat's owner",
     404: "Unknown, or not visible to you: the two are not told apart",
     409: "Conflict",
+    429: "Too many requests: try again after `Retry-After` seconds",
 }
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """The error answers an operation can give, each in the error shape."""
+    """The error answers an operation can give, each in the error shape. One that takes a
+    token (401) can also be throttled (429): per token, per address, per person's writes."""
+    if 401 in codes:
+        codes = (*codes, 429)
     return {code: OpenApiResponse(ERROR, description=ERROR_MEANINGS[code]) for code in codes}

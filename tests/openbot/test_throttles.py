@@ -156,3 +156,14 @@ def test_a_cache_that_cannot_be_reached_throttles_nothing(world: World) -> None:
         for _ in range(3):
             assert world.alice.client().get(memory_url(world)).status_code == 200
             assert guesser.get(memory_url(world)).status_code == 401
+
+
+def test_the_schema_says_every_operation_with_a_token_may_be_throttled(client: Any) -> None:
+    schema = client.get("/v1/schema", {"format": "json"}).json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            if "401" in responses:
+                assert responses["429"]["content"]["application/json"]["schema"] == {
+                    "$ref": "#/components/schemas/Error"
+                }, (method, path)
