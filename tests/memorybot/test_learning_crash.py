@@ -463,7 +463,10 @@ def test_runs_whose_queue_the_broker_lost_are_sent_again_at_once(
     assert worker.recover_learning() == {"enqueued": 3}
     time.sleep(LOST_AFTER_SECONDS)
     held = broker_state(worker, runs)
-    assert worker.recover_learning() == {"enqueued": 0}, (held, broker_state(worker, runs))
+    # A string, which pytest shows whole (a tuple's repr it cuts short).
+    assert worker.recover_learning() == {"enqueued": 0}, (
+        f"{held}\nafter: {broker_state(worker, runs)}"
+    )
 
     lose_queue()
     time.sleep(LOST_AFTER_SECONDS)
