@@ -221,7 +221,9 @@ DRAMATIQ_MIDDLEWARE = [
 
 
 def dramatiq_broker(url: str | None) -> dict:
-    """Redis (redis://…) or RabbitMQ (amqp://…) when a URL is given, else in-process."""
+    """Redis (redis://…) or RabbitMQ (amqp://…) when a URL is given, else in-process. On
+    Redis, OPENBOT_BROKER_NAMESPACE prefixes every key, so that deployments (or test runs)
+    sharing one Redis database never take each other's messages."""
     if not url:
         broker, options = "dramatiq.brokers.stub.StubBroker", {}
     elif url.startswith(("amqp://", "amqps://")):
@@ -230,7 +232,8 @@ def dramatiq_broker(url: str | None) -> dict:
         broker = "dramatiq.brokers.rabbitmq.RabbitmqBroker"
         options = {"url": url, "confirm_delivery": True}
     elif url.startswith(("redis://", "rediss://", "unix://")):
-        broker, options = "dramatiq.brokers.redis.RedisBroker", {"url": url}
+        broker = "dramatiq.brokers.redis.RedisBroker"
+        options = {"url": url, "namespace": env_str("OPENBOT_BROKER_NAMESPACE") or "dramatiq"}
     else:
         raise ImproperlyConfigured(
             "OPENBOT_BROKER_URL must be a redis://, rediss:// or amqp(s):// URL"

@@ -53,27 +53,36 @@ from tests.memorybot.learning_world import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = "redis://127.0.0.1:6379/11"  # a database of its own, flushed around each test
+REDIS_URL = "redis://127.0.0.1:6379/11"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 LEARNING_QUEUES = ("learning", "learning.DQ", "learning.XQ")  # what dramatiq declares
 STEP_SECONDS = 3  # a lease is one step plus the margin: 4 s
 RECOVERY_SECONDS = 0.5
 
 
-def flush_redis() -> None:
-    redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).flushdb()
+def redis_keys(namespace: str) -> list[bytes]:
+    """The keys of a test's broker namespace on Redis. Each test has one of its own: CI runs
+    saw the learning messages of another process in this database (one taken, acknowledged and
+    never learned; one naming a run of no test here), so a whole database is not enough."""
+    return list(redis.Redis.from_url(REDIS_URL).scan_iter(f"{namespace}:*"))
 
 
-def redis_messages() -> list[dict[str, Any]]:
+def flush_redis(namespace: str) -> None:
+    keys = redis_keys(namespace)
+    if keys:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).delete(*keys)
+
+
+def redis_messages(namespace: str) -> list[dict[str, Any]]:
     """The messages waiting in the learning queue on Redis (dramatiq keeps their bodies in
-    the hash `dramatiq:<queue>.msgs`)."""
-    bodies = redis.Redis.from_url(REDIS_URL).hvals("dramatiq:learning.msgs")
+    the hash `<namespace>:<queue>.msgs`)."""
+    bodies = redis.Redis.from_url(REDIS_URL).hvals(f"{namespace}:learning.msgs")
     return [json.loads(body) for body in bodies]
 
 
 def broker_state(worker: "Worker", runs: list[LearningRun]) -> dict[str, Any]:
     """What a failure of a recovery pass is read against: the runs as the pass sees them and,
-    on Redis, every key of the broker's database with the ids of the messages it holds."""
+    on Redis, every key of the test's namespace with the ids of the messages it holds."""
     state: dict[str, Any] = {
         "runs": list(
             LearningRun.objects.filter(id__in=[run.id for run in runs]).values_list(
@@ -85,12 +94,12 @@ def broker_state(worker: "Worker", runs: list[LearningRun]) -> dict[str, Any]:
         client = redis.Redis.from_url(REDIS_URL)
         state["redis"] = {
             str(key): client.hkeys(key) if client.type(key) == b"hash" else client.type(key)
-            for key in client.keys("*")
+            for key in redis_keys(worker.namespace)
         }
     return state
 
 
-def flush_rabbitmq() -> None:
+def flush_rabbitmq(namespace: str) -> None:
     with pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)) as amqp:
         channel = amqp.channel()
         for name in LEARNING_QUEUES:
@@ -133,9 +142,14 @@ class Worker:
     """`manage.py rundramatiq --processes 1 --threads 1` in a session of its own, so that
     SIGKILL reaches the dramatiq main process and its worker process at once."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env, self.log = env, log
+    def __init__(self, env: dict[str, str], log: Path, flush: Callable[[str], None]) -> None:
+        self.env, self.log, self._flush = env, log, flush
+        self.namespace = env["OPENBOT_BROKER_NAMESPACE"]
         self.process: subprocess.Popen[bytes] | None = None
+
+    def lose_queue(self) -> None:
+        """What a Redis restarted without persistence, or a deleted queue, leaves: nothing."""
+        self._flush(self.namespace)
 
     def start(self) -> None:
         with self.log.open("ab") as out:
@@ -215,20 +229,21 @@ def worker(
     """A worker on the broker and on this test's database, with short steps, leases and
     recovery (Redis unless a test asks for more brokers)."""
     url, flush = request.param
-    flush()
     env = {
         **worker_environment(broker_url=url, model_url=fake_openai.base_url),
         "DJANGO_SETTINGS_MODULE": "settings.test",
         "OPENBOT_LEARNING_STEP_SECONDS": str(STEP_SECONDS),
         "OPENBOT_LEARNING_LEASE_MARGIN_SECONDS": "1",
         "OPENBOT_RECOVERY_SECONDS": str(RECOVERY_SECONDS),
+        "OPENBOT_BROKER_NAMESPACE": f"openbot-test-{os.urandom(8).hex()}",
     }
-    process = Worker(env, tmp_path / "worker.log")
+    process = Worker(env, tmp_path / "worker.log", flush)
+    process.lose_queue()
     try:
         yield process
     finally:
         process.stop()
-        flush()
+        process.lose_queue()
 
 
 def wait_until(
@@ -332,16 +347,17 @@ def test_a_worker_killed_during_the_model_step_is_recovered_and_bills_once(
     wait_until(lambda: timezone.now() > leased_until, worker, "the lease has run out")
     assert worker.recover_learning() == {"enqueued": 1}
     if worker.env["OPENBOT_BROKER_URL"] == REDIS_URL:
-        # [X2] Every message the broker holds names a run and nothing else, the one the
-        # command just sent among them. (CI runs found, besides it, a message naming a run of
-        # no test on this database, once in place of the dead worker's unacked one: where it
-        # comes from is not known yet, so only the command's message is counted.)
-        messages = redis_messages()
+        # [X2] Every message the broker holds names the run and nothing else: the dead
+        # worker's unacknowledged one and the one the command just sent.
+        messages = redis_messages(worker.namespace)
+        assert messages
         for message in messages:
-            assert (message["actor_name"], message["kwargs"]) == ("learn", {})
-            assert [type(arg) for arg in message["args"]] == [int]
+            assert (message["actor_name"], message["args"], message["kwargs"]) == (
+                "learn",
+                [run.id],
+                {},
+            )
             assert "swim" not in json.dumps(message)
-        assert [run.id] in [message["args"] for message in messages]
 
     finish(worker, run)
 
@@ -451,7 +467,6 @@ def test_runs_whose_queue_the_broker_lost_are_sent_again_at_once(
     """[F7] The broker loses its queue (Redis restarted without persistence, a queue deleted):
     the runs it held are sent again by the next recovery pass, not after their lease (two
     minutes here), and a run whose message the broker still holds is not sent twice."""
-    lose_queue = flush_redis if worker.env["OPENBOT_BROKER_URL"] == REDIS_URL else flush_rabbitmq
     worker.env["OPENBOT_LEARNING_STEP_SECONDS"] = "120"
     flush_broker()
     memory_bot_on(world)
@@ -468,10 +483,10 @@ def test_runs_whose_queue_the_broker_lost_are_sent_again_at_once(
         f"{held}\nafter: {broker_state(worker, runs)}"
     )
 
-    lose_queue()
+    worker.lose_queue()
     time.sleep(LOST_AFTER_SECONDS)
     assert worker.recover_learning() == {"enqueued": 3}
-    lose_queue()
+    worker.lose_queue()
     worker.start()  # its recovery pass finds the messages gone
 
     wait_until(

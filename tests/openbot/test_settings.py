@@ -107,6 +107,15 @@ def test_production_keeps_database_connections() -> None:
     assert closing.stdout.split() == ["0", "True"], closing.stderr
 
 
+def test_redis_keys_are_under_the_configured_namespace() -> None:
+    """Deployments sharing one Redis database keep apart by OPENBOT_BROKER_NAMESPACE (the
+    broker's key prefix, `dramatiq` unless set)."""
+    show = "import django; django.setup(); import dramatiq; print(dramatiq.get_broker().namespace)"
+    assert python(production_env(), "-c", show).stdout.split() == ["dramatiq"]
+    staging = python(production_env(OPENBOT_BROKER_NAMESPACE="staging"), "-c", show)
+    assert staging.stdout.split() == ["staging"], staging.stderr
+
+
 def test_production_passes_check_deploy() -> None:
     """[O2] `manage.py check --deploy --fail-level WARNING` with production settings."""
     done = python(production_env(), "manage.py", "check", "--deploy", "--fail-level", "WARNING")
