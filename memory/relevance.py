@@ -26,7 +26,7 @@ from memory.meaning import meaning, vectors_open
 from memory.models import Entry, EntryTag, EntryTerm, EntryVector
 from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
-from memory.when import asks, said_window
+from memory.when import asks, time_named
 from openbot.clock import now_ms
 from openbot.compiled import compiled
 from openbot.fields import readable_rows, sealed_values
@@ -168,7 +168,7 @@ def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[st
 
 
 def hybrid_ranked(
-    *, pool_id: str, reader: Reader, query: str, terms: list[str], limit: int | None = None
+    *, pool_id: str, reader: Reader, query: str, limit: int | None = None
 ) -> list[tuple[str, float, int]]:
     """[R6] (id, score, content length) of the active entries `reader` may see that hold a
     term of `query` (BM25, `ranked`) or are close to it in meaning (`meaning_ranked`), best
@@ -181,16 +181,18 @@ def hybrid_ranked(
     entries first and lost every paraphrase on the R5 conversations. Equal scores keep
     BM25's order (memory order among its equals), then the meaning order.
 
-    A question that names a time ("last week", "in May 2026": `memory.when`) adds
-    `IN_TIME_WEIGHT` to each entry found that was said within it [R8], read in one more
-    statement over the entries found."""
+    A question that names a time ("last week", "in May 2026": `memory.when`) is matched
+    without the words that name it, and adds `IN_TIME_WEIGHT` to each entry found that was
+    said within it [R8], read in one more statement over the entries found."""
+    named = time_named(query, now_ms()) if asks(query) else None
+    text = query if named is None else named.rest
     lexical = ranked(
         pool_id=pool_id,
         reader=reader,
-        terms=terms,
+        terms=query_terms(text),
         limit=None if limit is None else max(limit, CANDIDATES),
     )
-    cosines = _similarities(pool_id=pool_id, reader=reader, query=query)
+    cosines = _similarities(pool_id=pool_id, reader=reader, query=text)
     scores: dict[str, float] = {}
     lengths: dict[str, int] = {}
     for entry_id, bm25, length in lexical:
@@ -200,9 +202,8 @@ def hybrid_ranked(
         if entry_id in scores or cosine >= MIN_SIMILARITY:
             scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine
             lengths[entry_id] = length
-    window = said_window(query, now_ms()) if asks(query) else None
-    if window is not None and scores:
-        start, end = window
+    if named is not None and scores:
+        start, end = named.window
         for entry_id in Entry.objects.filter(
             id__in=list(scores), said_at__gte=start, said_at__lt=end
         ).values_list("id", flat=True):
@@ -221,5 +222,5 @@ def relevant_in_order(*, pool_id: str, reader: Reader, query: str) -> list[tuple
     or meaning, most relevant first, for `context`: its first `CONTEXT_QUERY_WORDS`
     words count."""
     text = " ".join(query.split()[:CONTEXT_QUERY_WORDS])
-    found = hybrid_ranked(pool_id=pool_id, reader=reader, query=text, terms=query_terms(text))
+    found = hybrid_ranked(pool_id=pool_id, reader=reader, query=text)
     return [(entry_id, length) for entry_id, _, length in found]

@@ -10,7 +10,7 @@ from memory.models import Entry
 from memory.relevance import hybrid_ranked
 from memory.rows import DETAILS, ENTRY_FIELDS, with_details, with_tags_and_sources
 from memory.selectors import pool_version
-from memory.terms import query_terms, query_words
+from memory.terms import query_words
 from openbot.errors import invalid
 from openbot.fields import readable_values
 from openbot.models import Bot
@@ -20,25 +20,24 @@ MAX_QUERY_WORDS = 64
 MAX_RESULTS = 100
 
 
-def search_check(query: str, limit: int) -> list[str]:
-    """The terms of a valid query; bad input is an error naming the field (`q`, `limit`)."""
+def search_check(query: str, limit: int) -> None:
+    """Bad input is an error naming the field (`q`, `limit`)."""
     if not query.strip():
         raise invalid("q", "must not be empty")
     if len(query) > MAX_QUERY_CHARACTERS or query_words(query) > MAX_QUERY_WORDS:
         raise invalid("q", f"at most {MAX_QUERY_CHARACTERS} characters and {MAX_QUERY_WORDS} words")
     if not 1 <= limit <= MAX_RESULTS:
         raise invalid("limit", f"must be an integer from 1 to {MAX_RESULTS}")
-    return query_terms(query)
 
 
 def search(bot: Bot, reader: Reader, query: str, limit: int) -> tuple[list[dict[str, Any]], int]:
     """At most `limit` active entries `reader` may see that match `query`, most relevant
     first, as rows (`EntryOutput`) each with its `score`, and the pool's version."""
-    terms = search_check(query, limit)
+    search_check(query, limit)
     pool_id = bot.pool_bot_id
     with pool_read(pool_id):
         reader = reader.as_of_now()
-        found = hybrid_ranked(pool_id=pool_id, reader=reader, query=query, terms=terms, limit=limit)
+        found = hybrid_ranked(pool_id=pool_id, reader=reader, query=query, limit=limit)
         scores = {entry_id: score for entry_id, score, _ in found}
         # An entry no key opens is left out.
         rows = {

@@ -1,14 +1,19 @@
 """[R8] The time a question names, as a window of UTC days, so that search can prefer what
 was said in it: a day ("2026-05-08", "on 8 May 2026", "May 8, 2026", "am 8. Mai 2026",
 "yesterday", "gestern", "3 days ago", "vor 3 Tagen"), a month ("in May 2026", "im Mai",
-"last month", "letzten Monat"), a week ("last week", "letzte Woche", "this week") or a
-year ("in 2025", "last year", "letztes Jahr"). A month without a year is its last one not
-after today. A question that names no time — "when …" asks for one — has no window; the day
-each entry was said is in what the model is shown instead. English and German, fixed
-patterns: no language model."""
+"last month", "letzten Monat"), a week ("last week", "letzte Woche", "this week"), a
+year ("in 2025", "last year", "letztes Jahr"), or from a month or year on ("since May",
+"seit 2025": until today's end). A month without a year is its last one not after today. A
+question that names no time — "when …" asks for one — has no window; the day each entry was
+said is in what the model is shown instead. English and German, fixed patterns: no language
+model.
+
+The words that name the time are no clue to what was said in it: search matches the rest of
+the question by terms and meaning, and lifts what was said within the window."""
 
 import re
 from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple
 
 MONTHS = {
     name: number
@@ -31,16 +36,20 @@ MONTHS = {
     )
     for name in names.split()
 }
-_MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th|\.)?"
-_YEAR = r"((?:19|20)\d{2})"
-ISO_DAY = re.compile(r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b")
-DAY_MONTH_YEAR = re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b")
-MONTH_DAY_YEAR = re.compile(r"\b" + _MONTH + r"\s+" + _DAY + r",?\s+" + _YEAR + r"\b")
-MONTH_YEAR = re.compile(r"\b" + _MONTH + r",?\s+" + _YEAR + r"\b")
+_MONTH = "(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|\.)?"
+_YEAR = r"(?P<year>(?:19|20)\d{2})"
+# The word before a time, taken with it; "since" makes it a start.
+_BEFORE = r"\b(?:(?:in|im|on|am|during|(?P<since>since|seit))\s+)"
+ISO_DAY = re.compile(_BEFORE + r"?\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b")
+DAY_MONTH_YEAR = re.compile(
+    _BEFORE + r"?\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b"
+)
+MONTH_DAY_YEAR = re.compile(_BEFORE + r"?\b" + _MONTH + r"\s+" + _DAY + r",?\s+" + _YEAR + r"\b")
+MONTH_YEAR = re.compile(_BEFORE + r"?\b" + _MONTH + r",?\s+" + _YEAR + r"\b")
 # "may" is also a verb: a month alone counts after "in", "im", "during", "since" only.
-MONTH_ALONE = re.compile(r"\b(?:in|im|during|since|seit)\s+" + _MONTH + r"(?!\w)")
-YEAR_ALONE = re.compile(r"\b(?:in|im|during|jahr)\s+" + _YEAR + r"\b")
+MONTH_ALONE = re.compile(_BEFORE + _MONTH + r"(?!\w)")
+YEAR_ALONE = re.compile(r"(?:" + _BEFORE + r"|\bjahr\s+)" + _YEAR + r"\b")
 DAYS_AGO = re.compile(r"\b(\d{1,3}|a|one|two|three|ein|einem|zwei|drei)\s+days?\s+ago\b")
 VOR_TAGEN = re.compile(r"\bvor\s+(\d{1,3}|einem|zwei|drei)\s+tag(?:en)?\b")
 NUMBERS = {"a": 1, "one": 1, "ein": 1, "einem": 1, "two": 2, "zwei": 2, "three": 3, "drei": 3}
@@ -59,6 +68,14 @@ RELATIVE = (
 )
 
 Window = tuple[int, int]
+
+
+class NamedTime(NamedTuple):
+    window: Window
+    # The question, case-folded, without the words that name the time.
+    rest: str
+
+
 # A question: it ends with "?" or opens with a question word or a request to find.
 ASKS = re.compile(
     r"\?\s*$|^\s*(what|when|where|who|whom|which|why|how|did|do|does|was|were|is|are|have|has"
@@ -74,42 +91,54 @@ def asks(text: str) -> bool:
     return ASKS.search(text) is not None
 
 
-def said_window(query: str, now_ms: int) -> Window | None:
-    """The [start, end) in ms of the days `query` names, or None (see the module)."""
+def time_named(query: str, now_ms: int) -> NamedTime | None:
+    """The [start, end) in ms of the days `query` names and the rest of it, or None (see the
+    module)."""
     text = query.casefold()
     today = datetime.fromtimestamp(now_ms / 1000, UTC).date()
     try:
-        return _window(text, today)
+        named = _window(text, today)
     except ValueError:  # a day that does not exist: "31 June 2026"
         return None
+    if named is None:
+        return None
+    window, found = named
+    rest = " ".join(f"{text[: found.start()]} {text[found.end() :]}".split())
+    return NamedTime(window, re.sub(r" (?=[?.!,;:]|$)", "", rest))
 
 
-def _window(text: str, today: date) -> Window | None:
-    if found := ISO_DAY.search(text):
-        year, month, day = (int(part) for part in found.groups())
-        return _days(date(year, month, day), 1)
-    if found := DAY_MONTH_YEAR.search(text):
-        day_text, month_name, year_text = found.groups()
-        return _days(date(int(year_text), MONTHS[month_name], int(day_text)), 1)
-    if found := MONTH_DAY_YEAR.search(text):
-        month_name, day_text, year_text = found.groups()
-        return _days(date(int(year_text), MONTHS[month_name], int(day_text)), 1)
-    if found := MONTH_YEAR.search(text):
-        return _month(int(found.group(2)), MONTHS[found.group(1)])
-    if found := MONTH_ALONE.search(text):
-        month = MONTHS[found.group(1)]
-        return _month(today.year if month <= today.month else today.year - 1, month)
-    if found := YEAR_ALONE.search(text):
-        return _year(int(found.group(1)))
+def _window(text: str, today: date) -> tuple[Window, re.Match[str]] | None:
+    for pattern in (ISO_DAY, DAY_MONTH_YEAR, MONTH_DAY_YEAR, MONTH_YEAR, MONTH_ALONE, YEAR_ALONE):
+        if found := pattern.search(text):
+            window = _named({key: part for key, part in found.groupdict().items() if part}, today)
+            return (_until_today(window, today) if found["since"] else window), found
     if found := DAYS_AGO.search(text) or VOR_TAGEN.search(text):
         count = found.group(1)
         ago = int(count) if count.isdigit() else NUMBERS[count]
         # A day either side: "3 days ago" is seldom counted exactly.
-        return _days(today - timedelta(days=ago + 1), 3)
+        return _days(today - timedelta(days=ago + 1), 3), found
     for pattern, unit, offset in RELATIVE:
-        if pattern.search(text):
-            return _relative(today, unit, offset)
+        if found := pattern.search(text):
+            return _relative(today, unit, offset), found
     return None
+
+
+def _named(parts: dict[str, str], today: date) -> Window:
+    """The window of a day, a month or a year named by its parts (a month alone: its last
+    one not after today)."""
+    if "month" not in parts:
+        return _year(int(parts["year"]))
+    month = MONTHS.get(parts["month"]) or int(parts["month"])  # a name, or ISO's digits
+    if "year" not in parts:
+        return _month(today.year if month <= today.month else today.year - 1, month)
+    if "day" not in parts:
+        return _month(int(parts["year"]), month)
+    return _days(date(int(parts["year"]), month, int(parts["day"])), 1)
+
+
+def _until_today(window: Window, today: date) -> Window:
+    """From the start of `window` to the end of today ("since May")."""
+    return window[0], max(window[1], _ms(today + timedelta(days=1)))
 
 
 def _relative(today: date, unit: str, offset: int) -> Window:

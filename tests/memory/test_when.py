@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.when import asks, said_window
+from memory.when import asks, time_named
 from tests.conftest import World
 
 # Thursday 2026-12-03, 15:00 UTC.
@@ -41,10 +41,36 @@ def day(text: str) -> int:
         ("last month", ("2026-11-01", "2026-12-01")),
         ("Was war letzten Monat?", ("2026-11-01", "2026-12-01")),
         ("last year", ("2025-01-01", "2026-01-01")),
+        ("Was war im Jan.?", ("2026-01-01", "2026-02-01")),
+        # From a time on: until the end of today.
+        ("What has Ben said since May?", ("2026-05-01", "2026-12-04")),
+        ("Was hat Ben seit Mai gesagt?", ("2026-05-01", "2026-12-04")),
+        ("since 8 May 2026", ("2026-05-08", "2026-12-04")),
+        ("seit 2025", ("2025-01-01", "2026-12-04")),
     ],
 )
 def test_the_time_a_question_names(query: str, window: tuple[str, str]) -> None:
-    assert said_window(query, NOW) == (day(window[0]), day(window[1]))
+    named = time_named(query, NOW)
+    assert named is not None
+    assert named.window == (day(window[0]), day(window[1]))
+
+
+@pytest.mark.parametrize(
+    ("query", "rest"),
+    [
+        ("Which hobby did Anna pick up in March 2026?", "which hobby did anna pick up?"),
+        ("Was hat Jonas im Dezember 2025 gekauft?", "was hat jonas gekauft?"),
+        ("What did I eat on 2026-05-08?", "what did i eat?"),
+        ("What did I tell you last week?", "what did i tell you?"),
+        ("Was hat Ben seit Mai gesagt?", "was hat ben gesagt?"),
+        ("vor zwei Tagen", ""),
+    ],
+)
+def test_the_rest_of_a_question_is_what_it_asks_about(query: str, rest: str) -> None:
+    """[R8] The words that name the time are no clue to what was said in it."""
+    named = time_named(query, NOW)
+    assert named is not None
+    assert named.rest == rest
 
 
 @pytest.mark.parametrize(
@@ -59,7 +85,7 @@ def test_the_time_a_question_names(query: str, window: tuple[str, str]) -> None:
     ],
 )
 def test_no_time_named(query: str) -> None:
-    assert said_window(query, NOW) is None
+    assert time_named(query, NOW) is None
 
 
 @pytest.mark.parametrize(
@@ -104,6 +130,10 @@ def test_search_prefers_what_was_said_in_the_time_a_question_names(world: World)
     assert unrelated not in found("Which coast in March 2025?"), "a time alone finds nothing"
     # A statement that names a time does not ask about it: memory order decides.
     assert found("We plan a trip to the coast in March 2025.") == [later, march]
+    # The words that name the time are not matched: a sale said in another March is not found.
+    sale = remember("The March sale ends soon.", day("2024-03-02"))
+    assert found("What did we plan in March 2025?") == [march, later]
+    assert sale in found("the March sale")
     # Each result says when it was said.
     response = world.alice.client().get(f"/v1/bots/{world.bot.id}/memory/search", {"q": "coast"})
     said = {entry["id"]: entry["saidAt"] for entry in response.json()["entries"]}
