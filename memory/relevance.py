@@ -110,9 +110,9 @@ def ranked(
         admitted AS MATERIALIZED (
             SELECT COUNT(DISTINCT f.entry_id) AS n FROM found f WHERE f.term IS NULL
         ),
-        df AS (SELECT term, COUNT(*) AS n FROM hits GROUP BY term),
+        df AS MATERIALIZED (SELECT term, COUNT(*) AS n FROM hits GROUP BY term),
         docs AS (SELECT entry_id, MAX(length) AS length FROM hits GROUP BY entry_id),
-        stats AS (SELECT AVG(1.0 * length) AS avgdl FROM docs),
+        stats AS MATERIALIZED (SELECT AVG(1.0 * length) AS avgdl FROM docs),
         scored AS (
             SELECT h.entry_id,
                    ROUND(SUM(

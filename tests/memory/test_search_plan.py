@@ -68,3 +68,11 @@ def test_a_never_analyzed_pool_is_searched_from_the_query_terms(world: World) ->
         for node in scans
     ]
     assert read == [(kind, name, min(loops, 1)) for kind, name, loops in read]
+    # Nor is what is summed over all the matches (the mean length, each term's count) summed
+    # again for each match, as a plan without statistics did while those parts were inlined.
+    totals = [
+        (node["Node Type"], node["Actual Loops"])
+        for node in plan_nodes(plan)
+        if node["Node Type"] == "Aggregate"
+    ]
+    assert totals == [(kind, min(loops, 1)) for kind, loops in totals]
