@@ -292,7 +292,7 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
     if world is None:
         world = bench_pool.world_build()
         print(f"built the world ({bench_pool.PEOPLE} people, {bench_pool.CHANNELS} channels)")
-    dialogs = recall_dialogs.run(world, runs=runs)
+    dialogs = recall_dialogs.run(world, runs=runs, reuse=reuse)
     print()
     print(recall_dialogs.table(dialogs))
     rows = []

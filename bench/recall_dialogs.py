@@ -22,7 +22,7 @@ from bench.dialogs import KINDS, Conversation, conversations
 from bench.timing import Timing, timed
 from memory.access import Reader, visible_in_order
 from memory.lock import pool_read
-from memory.models import Entry
+from memory.models import Entry, EntryVector
 from memory.relevance import meaning_ranked, ranked
 from memory.rows import ENTRY_FIELDS
 from memory.search import search
@@ -73,6 +73,18 @@ class Built:
     conversation: Conversation
     # The entry of each turn, in turn order.
     entry_ids: list[str]
+
+
+def pool_reused(world: bench_pool.World, index: int, conversation: Conversation) -> Built | None:
+    """The pool an earlier run built for the conversation, if it holds its turns, each with
+    its vector."""
+    bot = Bot.objects.filter(organization=world.organization, name=f"recall-dialog-{index}").first()
+    if bot is None or EntryVector.objects.filter(bot_id=bot.id).count() != len(conversation.turns):
+        return None
+    rows = readable_values(Entry.objects.filter(bot=bot).order_by("updated_at"), "id", "content")
+    if [row["content"] for row in rows] != [turn.content for turn in conversation.turns]:
+        return None
+    return Built(bot, conversation, [row["id"] for row in rows])
 
 
 def pool_build(world: bench_pool.World, index: int, conversation: Conversation) -> Built:
@@ -189,14 +201,17 @@ def search_timed(calls: list[tuple[Bot, Reader, str]], runs: int) -> tuple[Timin
     return timed(one_search, runs=runs), timed(one_floor, runs=runs)
 
 
-def run(world: bench_pool.World, *, runs: int) -> Result:
+def run(world: bench_pool.World, *, runs: int, reuse: bool) -> Result:
+    """`reuse`: the pools of an earlier run, where they hold the same conversations."""
     started = time.perf_counter()
     built = [
-        pool_build(world, index, conversation) for index, conversation in enumerate(conversations())
+        (reuse and pool_reused(world, index, conversation))
+        or pool_build(world, index, conversation)
+        for index, conversation in enumerate(conversations())
     ]
     print(
-        f"built {len(built)} conversation pools, {sum(len(b.entry_ids) for b in built):,} turns,"
-        f" in {time.perf_counter() - started:.1f} s (with their vectors)"
+        f"built or reused {len(built)} conversation pools, {sum(len(b.entry_ids) for b in built):,}"
+        f" turns, in {time.perf_counter() - started:.1f} s (with their vectors)"
     )
 
     def reader_of(bot: Bot) -> Reader:
