@@ -15,8 +15,11 @@ df and avgdl over the matching entries they may see — so a score says nothing 
 hidden from the reader. Equal scores (rounded to 6 places) keep memory order.
 """
 
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
@@ -42,6 +45,7 @@ MIN_SIMILARITY = 0.35
 CANDIDATES = 100
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
 IN_TIME_WEIGHT = 0.5
+_QUESTIONS = ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="meaning")
 
 
 def ranked(
@@ -136,10 +140,18 @@ def ranked(
         return [(entry_id, float(score), length) for entry_id, score, length in cursor.fetchall()]
 
 
-def _similarities(*, pool_id: str, reader: Reader, query: str) -> dict[str, tuple[float, int]]:
-    """Cosine to `query` and content length of every active entry `reader` may see that
-    has a vector, in one statement compiled once per reader shape. Only those vectors
-    are read and decrypted; one no key opens is passed over."""
+def _question(query: str) -> Future[np.ndarray]:
+    """The vector of `query`, computed in a thread of the process's own while the database
+    answers (numpy and the database driver both let go of the interpreter meanwhile)."""
+    return _QUESTIONS.submit(meaning, query)
+
+
+def _similarities(
+    *, pool_id: str, reader: Reader, question: Future[np.ndarray]
+) -> dict[str, tuple[float, int]]:
+    """Cosine to the `question`'s vector and content length of every active entry `reader`
+    may see that has a vector, in one statement compiled once per reader shape. Only those
+    vectors are read and decrypted; one no key opens is passed over."""
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
@@ -151,7 +163,7 @@ def _similarities(*, pool_id: str, reader: Reader, query: str) -> dict[str, tupl
     rows = readable_rows(EntryVector, statement.rows(shape.values))
     if not rows:
         return {}
-    cosines = vectors_open([row["vector"] for row in rows]) @ meaning(query)
+    cosines = vectors_open([row["vector"] for row in rows]) @ question.result()
     return {
         row["entry"]: (round(float(cosine), 6), row["entry__content_length"])
         for row, cosine in zip(rows, cosines, strict=True)
@@ -162,7 +174,7 @@ def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[st
     """(id, cosine, content length) of the active entries `reader` may see that are close
     to `query` in meaning (cosine ≥ `MIN_SIMILARITY`), closest first; read it under the
     pool's lock."""
-    found = _similarities(pool_id=pool_id, reader=reader, query=query)
+    found = _similarities(pool_id=pool_id, reader=reader, question=_question(query))
     close = [(entry_id, cosine, length) for entry_id, (cosine, length) in found.items()]
     return sorted((row for row in close if row[1] >= MIN_SIMILARITY), key=lambda row: -row[1])
 
@@ -186,13 +198,14 @@ def hybrid_ranked(
     said within it [R8], read in one more statement over the entries found."""
     named = time_named(query, now_ms()) if asks(query) else None
     text = query if named is None else named.rest
+    question = _question(text)
     lexical = ranked(
         pool_id=pool_id,
         reader=reader,
         terms=query_terms(text),
         limit=None if limit is None else max(limit, CANDIDATES),
     )
-    cosines = _similarities(pool_id=pool_id, reader=reader, query=text)
+    cosines = _similarities(pool_id=pool_id, reader=reader, question=question)
     scores: dict[str, float] = {}
     lengths: dict[str, int] = {}
     for entry_id, bm25, length in lexical:
