@@ -16,6 +16,7 @@ hidden from the reader. Equal scores (rounded to 6 places) keep memory order.
 """
 
 import os
+import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -45,6 +46,9 @@ MIN_SIMILARITY = 0.35
 CANDIDATES = 100
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
 IN_TIME_WEIGHT = 0.5
+# A query of several sentences: each is ranked on its own.
+MAX_PARTS = 3
+SENTENCE_END = re.compile(r"(?<=[?!.])\s+")
 _QUESTIONS = ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="meaning")
 
 
@@ -147,11 +151,11 @@ def _question(query: str) -> Future[np.ndarray]:
 
 
 def _similarities(
-    *, pool_id: str, reader: Reader, question: Future[np.ndarray]
-) -> dict[str, tuple[float, int]]:
-    """Cosine to the `question`'s vector and content length of every active entry `reader`
-    may see that has a vector, in one statement compiled once per reader shape. Only those
-    vectors are read and decrypted; one no key opens is passed over."""
+    *, pool_id: str, reader: Reader, questions: list[Future[np.ndarray]]
+) -> dict[str, tuple[list[float], int]]:
+    """Cosines to each of the `questions`' vectors and content length of every active entry
+    `reader` may see that has a vector, in one statement compiled once per reader shape. Only
+    those vectors are read and decrypted; one no key opens is passed over."""
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
@@ -163,10 +167,11 @@ def _similarities(
     rows = readable_rows(EntryVector, statement.rows(shape.values))
     if not rows:
         return {}
-    cosines = vectors_open([row["vector"] for row in rows]) @ question.result()
+    asked = np.stack([question.result() for question in questions], axis=1)
+    cosines = np.round(vectors_open([row["vector"] for row in rows]) @ asked, 6)
     return {
-        row["entry"]: (round(float(cosine), 6), row["entry__content_length"])
-        for row, cosine in zip(rows, cosines, strict=True)
+        row["entry"]: (row_cosines.tolist(), row["entry__content_length"])
+        for row, row_cosines in zip(rows, cosines, strict=True)
     }
 
 
@@ -174,8 +179,8 @@ def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[st
     """(id, cosine, content length) of the active entries `reader` may see that are close
     to `query` in meaning (cosine ≥ `MIN_SIMILARITY`), closest first; read it under the
     pool's lock."""
-    found = _similarities(pool_id=pool_id, reader=reader, question=_question(query))
-    close = [(entry_id, cosine, length) for entry_id, (cosine, length) in found.items()]
+    found = _similarities(pool_id=pool_id, reader=reader, questions=[_question(query)])
+    close = [(entry_id, cosines[0], length) for entry_id, (cosines, length) in found.items()]
     return sorted((row for row in close if row[1] >= MIN_SIMILARITY), key=lambda row: -row[1])
 
 
@@ -193,28 +198,30 @@ def hybrid_ranked(
     entries first and lost every paraphrase on the R5 conversations. Equal scores keep
     BM25's order (memory order among its equals), then the meaning order.
 
+    A query of several sentences asks several things (at most `MAX_PARTS`): each is scored on
+    its own, and an entry's score is its best share of a part's best score, so that what
+    answers each part comes first [R5].
+
     A question that names a time ("last week", "in May 2026": `memory.when`) is matched
     without the words that name it, and adds `IN_TIME_WEIGHT` to each entry found that was
     said within it [R8], read in one more statement over the entries found."""
     named = time_named(query, now_ms()) if asks(query) else None
-    text = query if named is None else named.rest
-    question = _question(text)
-    lexical = ranked(
-        pool_id=pool_id,
-        reader=reader,
-        terms=query_terms(text),
-        limit=None if limit is None else max(limit, CANDIDATES),
-    )
-    cosines = _similarities(pool_id=pool_id, reader=reader, question=question)
-    scores: dict[str, float] = {}
-    lengths: dict[str, int] = {}
-    for entry_id, bm25, length in lexical:
-        scores[entry_id] = LEXICAL_WEIGHT * min(bm25, BM25_CAP) / BM25_CAP
-        lengths[entry_id] = length
-    for entry_id, (cosine, length) in sorted(cosines.items(), key=lambda item: -item[1][0]):
-        if entry_id in scores or cosine >= MIN_SIMILARITY:
-            scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine
-            lengths[entry_id] = length
+    parts = _parts(query if named is None else named.rest)
+    questions = [_question(part) for part in parts]
+    lexical = [
+        ranked(
+            pool_id=pool_id,
+            reader=reader,
+            terms=query_terms(part),
+            limit=None if limit is None else max(limit, CANDIDATES),
+        )
+        for part in parts
+    ]
+    cosines = _similarities(pool_id=pool_id, reader=reader, questions=questions)
+    lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
+    lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
+    fused = [_fused(found, cosines, part) for part, found in enumerate(lexical)]
+    scores = fused[0] if len(fused) == 1 else _best_shares(fused)
     if named is not None and scores:
         start, end = named.window
         for entry_id in Entry.objects.filter(
@@ -224,6 +231,38 @@ def hybrid_ranked(
     rounded = {entry_id: round(score, 6) for entry_id, score in scores.items()}
     best = sorted(rounded, key=lambda entry_id: -rounded[entry_id])[:limit]
     return [(entry_id, rounded[entry_id], lengths[entry_id]) for entry_id in best]
+
+
+def _parts(text: str) -> list[str]:
+    """The sentences of a query that hold a search term, at most `MAX_PARTS` (the query
+    itself if none does)."""
+    parts = [part for part in SENTENCE_END.split(text) if query_terms(part)]
+    return parts[:MAX_PARTS] or [text]
+
+
+def _fused(
+    lexical: list[tuple[str, float, int]], cosines: dict[str, tuple[list[float], int]], part: int
+) -> dict[str, float]:
+    """The hybrid score of each entry one part of a query finds (see `hybrid_ranked`), in
+    BM25's order, then the meaning order."""
+    scores = {
+        entry_id: LEXICAL_WEIGHT * min(bm25, BM25_CAP) / BM25_CAP for entry_id, bm25, _ in lexical
+    }
+    for entry_id, (cosine, _) in sorted(cosines.items(), key=lambda item: -item[1][0][part]):
+        if entry_id in scores or cosine[part] >= MIN_SIMILARITY:
+            scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine[part]
+    return scores
+
+
+def _best_shares(fused: list[dict[str, float]]) -> dict[str, float]:
+    """Each entry's best share of a part's best score."""
+    shares: dict[str, float] = {}
+    for scores in fused:
+        top = max(scores.values(), default=0.0)
+        for entry_id, score in scores.items():
+            if top > 0:
+                shares[entry_id] = max(shares.get(entry_id, 0.0), score / top)
+    return shares
 
 
 # A server caller's query (an enrichment's input) is cut to this many words, not refused.

@@ -103,6 +103,21 @@ def test_normalization_folds_case_accents_and_german_inflection(world: World) ->
     assert nothing == []
 
 
+def test_a_query_of_two_sentences_finds_what_answers_each(world: World) -> None:
+    """[R5] Each sentence is ranked on its own: an entry that shares a few words with both is
+    not put above the answers to either."""
+    work = pin(world, world.alice, "Anna works at the harbour office.").id
+    dog = pin(world, world.alice, "Rex is the name of Ben's dog.").id
+    pin(world, world.alice, "Ben's dog visits Anna at work.")
+    pin(world, world.alice, "Anna and Ben walk the dog past the office.")
+    question = "Where does Anna work? What is the name of Ben's dog?"
+    found, _ = search(world.bot, reader(world, world.alice), question, 2)
+    assert {entry["id"] for entry in found} == {work, dog}
+    # Together, the sentences' words rank the entry that shares some of each first.
+    together, _ = search(world.bot, reader(world, world.alice), question.replace("?", ""), 2)
+    assert {entry["id"] for entry in together} != {work, dog}
+
+
 def test_search_shows_only_what_the_reader_may_see(world: World) -> None:
     mine = pin(world, world.alice, "The launch code word is pineapple.")
     pin(world, world.bob, "My code word is pineapple too.")
