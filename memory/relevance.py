@@ -42,6 +42,10 @@ B = 0.75
 # conversations"). BM25's first CANDIDATES (at least) are fused.
 LEXICAL_WEIGHT = 0.35
 BM25_CAP = 12.0
+# BM25 below this counts in proportion to itself as well: a match on one word that half the
+# entries hold (idf ln 2, a BM25 near 0.7) adds little. Flat from 2.5 to 4 on the R5
+# conversations.
+BM25_FULL = 3.0
 MIN_SIMILARITY = 0.35
 CANDIDATES = 100
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
@@ -191,11 +195,12 @@ def hybrid_ranked(
     term of `query` (BM25, `ranked`) or are close to it in meaning (`meaning_ranked`), best
     first, at most `limit`; read it under the pool's lock.
 
-    The score is a convex combination: `LEXICAL_WEIGHT · min(bm25, BM25_CAP) / BM25_CAP +
-    (1 − LEXICAL_WEIGHT) · cosine` (0 for what has no vector yet). BM25 is capped on its own
-    scale, not normalized by the best match: a query whose only match is a word half the
-    entries hold (a name) then adds little, where rank fusion (RRF) would have put those
-    entries first and lost every paraphrase on the R5 conversations. Equal scores keep
+    The score is a convex combination: `LEXICAL_WEIGHT · lexical + (1 − LEXICAL_WEIGHT) ·
+    cosine` (cosine 0 for what has no vector yet), where `lexical` is BM25 capped at
+    `BM25_CAP` on a scale of 0 to 1, and weighed down below `BM25_FULL`. BM25 is taken on its
+    own scale, not normalized by the best match: a query whose only match is a word half the
+    entries hold (a name) then adds almost nothing, where rank fusion (RRF) would have put
+    those entries first and lost every paraphrase on the R5 conversations. Equal scores keep
     BM25's order (memory order among its equals), then the meaning order.
 
     A query of several sentences asks several things (at most `MAX_PARTS`): each is scored on
@@ -245,13 +250,16 @@ def _fused(
 ) -> dict[str, float]:
     """The hybrid score of each entry one part of a query finds (see `hybrid_ranked`), in
     BM25's order, then the meaning order."""
-    scores = {
-        entry_id: LEXICAL_WEIGHT * min(bm25, BM25_CAP) / BM25_CAP for entry_id, bm25, _ in lexical
-    }
+    scores = {entry_id: LEXICAL_WEIGHT * _lexical_share(bm25) for entry_id, bm25, _ in lexical}
     for entry_id, (cosine, _) in sorted(cosines.items(), key=lambda item: -item[1][0][part]):
         if entry_id in scores or cosine[part] >= MIN_SIMILARITY:
             scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine[part]
     return scores
+
+
+def _lexical_share(bm25: float) -> float:
+    """BM25's part of a hybrid score, 0 to 1 (see `hybrid_ranked`)."""
+    return min(bm25, BM25_CAP) / BM25_CAP * min(1.0, bm25 / BM25_FULL)
 
 
 def _best_shares(fused: list[dict[str, float]]) -> dict[str, float]:

@@ -40,12 +40,12 @@ def found_ids(world: World, actor: Any, query: str, limit: int = 5) -> list[str]
     return [entry["id"] for entry in search(world.bot, reader(world, actor), query, limit)[0]]
 
 
-
 def test_the_model_computes_on_one_thread() -> None:
     """A question's vector is a few small products: BLAS's own threads only contend with the
     server's requests for the cores (2-3x slower on a busy machine)."""
     meaning(QUESTION)
     assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
+
 
 def test_the_question_shares_no_term_with_its_answer() -> None:
     assert set(query_terms(QUESTION)) & set(query_terms(PUPPY)) == set()

@@ -18,7 +18,7 @@ from memory.access import Reader
 from memory.forgetting import pool_purge
 from memory.lock import pool_read
 from memory.models import EntryTerm
-from memory.relevance import BM25_CAP, LEXICAL_WEIGHT, ranked
+from memory.relevance import BM25_CAP, BM25_FULL, LEXICAL_WEIGHT, ranked
 from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
@@ -82,7 +82,9 @@ def test_bm25_orders_a_hand_made_pool(world: World) -> None:
     for entry_id, score, _ in bm25:
         assert score == pytest.approx(expected[entry_id], abs=1e-5)
     assert [entry["score"] for entry in found] == [
-        pytest.approx(LEXICAL_WEIGHT * min(score, BM25_CAP) / BM25_CAP, abs=1e-6)
+        pytest.approx(
+            LEXICAL_WEIGHT * min(score, BM25_CAP) / BM25_CAP * min(1, score / BM25_FULL), abs=1e-6
+        )
         for _, score, _ in bm25
     ]
 
