@@ -68,17 +68,23 @@ def membership_remove(*, organization: Organization, person: Person) -> None:
 
 
 @transaction.atomic
+def member_check(*, person: Person, organization: Organization) -> None:
+    """A 400 naming `person` unless they are a member of `organization` (what a token or a
+    sign-in link is issued to)."""
+    if not Membership.objects.filter(organization=organization, person=person).exists():
+        raise ApplicationError(
+            f"person: {person.id} is not a member of {organization.id}",
+            fields={"person": ["not a member of the organization"]},
+        )
+
+
 def token_create(
     *, person: Person, organization: Organization, expires_in_days: int | None = None
 ) -> str:
     """[H2] Issue a token; the raw value is returned once and only its hash is stored."""
     if expires_in_days is not None and not 1 <= expires_in_days <= 36_500:
         raise invalid("expires_in", "must be 1 to 36500 days")
-    if not Membership.objects.filter(organization=organization, person=person).exists():
-        raise ApplicationError(
-            f"person: {person.id} is not a member of {organization.id}",
-            fields={"person": ["not a member of the organization"]},
-        )
+    member_check(person=person, organization=organization)
     raw = f"obt_{secrets.token_urlsafe(32)}"
     Token.objects.create(
         key_hash=token_hash(raw),

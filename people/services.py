@@ -19,7 +19,7 @@ from django.utils import timezone
 from openbot.access import Caller
 from openbot.errors import invalid
 from openbot.models import Membership, Organization, Person
-from openbot.services import token_hash
+from openbot.services import member_check, token_hash
 from people.models import SignInLink
 
 SALT = "people.sign-in"
@@ -35,8 +35,7 @@ def sign_in_link_create(
     """The path of a new sign-in link for a member of `organization`, valid for `minutes`."""
     if not 1 <= minutes <= MAX_MINUTES:
         raise invalid("minutes", f"must be 1 to {MAX_MINUTES} minutes")
-    if not Membership.objects.filter(organization=organization, person=person).exists():
-        raise invalid("person", f"{person.id} is not a member of {organization.id}")
+    member_check(person=person, organization=organization)
     secret = secrets.token_urlsafe(32)
     # Links that can no longer be used are kept a day (their use shows in the row), then go.
     SignInLink.objects.filter(expires_at__lt=timezone.now() - timedelta(days=1)).delete()
