@@ -94,8 +94,8 @@ class _MiniLM:
 @cache
 def _model() -> _MiniLM:
     # One BLAS thread for the process: the products are small, and a server's parallelism is
-    # its requests and workers. OpenBLAS's own threads, contending with them for the cores,
-    # made a question's vector 2-3x slower on a busy machine (docs/benchmarks.md).
+    # its requests and workers. OpenBLAS's own threads contend with them for the cores
+    # (docs/benchmarks.md).
     threadpool_limits(1, user_api="blas")
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     assert spec is not None and spec.submodule_search_locations, MODEL_PACKAGE

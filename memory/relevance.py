@@ -43,17 +43,18 @@ B = 0.75
 LEXICAL_WEIGHT = 0.35
 BM25_CAP = 12.0
 # BM25 below this counts in proportion to itself as well: a match on one word that half the
-# entries hold (idf ln 2, a BM25 near 0.7) adds little. Flat from 2.5 to 4 on the R5
-# conversations.
+# entries hold (idf ln 2, a BM25 near 0.7) adds little (chosen on the R5 conversations).
 BM25_FULL = 3.0
 MIN_SIMILARITY = 0.35
 CANDIDATES = 100
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
 IN_TIME_WEIGHT = 0.5
-# A query of several sentences: each is ranked on its own.
+# A query that asks several questions: each is ranked on its own.
 MAX_PARTS = 3
-SENTENCE_END = re.compile(r"(?<=[?!.])\s+")
-_QUESTIONS = ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="meaning")
+QUESTION_END = re.compile(r"(?<=\?)\s+")
+_QUESTIONS = ThreadPoolExecutor(
+    max_workers=len(os.sched_getaffinity(0)), thread_name_prefix="meaning"
+)
 
 
 def ranked(
@@ -170,6 +171,8 @@ def _similarities(
     statement = compiled(("vectors", shape.key), build)
     rows = readable_rows(EntryVector, statement.rows(shape.values))
     if not rows:
+        for question in questions:
+            question.cancel()
         return {}
     asked = np.stack([question.result() for question in questions], axis=1)
     cosines = np.round(vectors_open([row["vector"] for row in rows]) @ asked, 6)
@@ -203,15 +206,17 @@ def hybrid_ranked(
     those entries first and lost every paraphrase on the R5 conversations. Equal scores keep
     BM25's order (memory order among its equals), then the meaning order.
 
-    A query of several sentences asks several things (at most `MAX_PARTS`): each is scored on
-    its own, and an entry's score is its best share of a part's best score, so that what
-    answers each part comes first [R5].
+    A query that asks several questions ("Where does Anna work? And what is her dog
+    called?") is scored question by question (from the `MAX_PARTS`-th on, taken as one), and
+    an entry's score is its best share of a question's best score, so that what
+    answers each comes first [R5]; what else the query says is then not matched. A query that
+    asks one thing or none is scored whole.
 
     A question that names a time ("last week", "in May 2026": `memory.when`) is matched
     without the words that name it, and adds `IN_TIME_WEIGHT` to each entry found that was
     said within it [R8], read in one more statement over the entries found."""
     named = time_named(query, now_ms()) if asks(query) else None
-    parts = _parts(query if named is None else named.rest)
+    parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
     lexical = [
         ranked(
@@ -238,11 +243,13 @@ def hybrid_ranked(
     return [(entry_id, rounded[entry_id], lengths[entry_id]) for entry_id in best]
 
 
-def _parts(text: str) -> list[str]:
-    """The sentences of a query that hold a search term, at most `MAX_PARTS` (the query
-    itself if none does)."""
-    parts = [part for part in SENTENCE_END.split(text) if query_terms(part)]
-    return parts[:MAX_PARTS] or [text]
+def questions_asked(text: str) -> list[str]:
+    """The questions a query asks, if more than one, at most `MAX_PARTS`; else the query."""
+    asked = [part for part in QUESTION_END.split(text) if asks(part) and query_terms(part)]
+    if len(asked) < 2:
+        return [text]
+    head, rest = asked[: MAX_PARTS - 1], asked[MAX_PARTS - 1 :]
+    return [*head, " ".join(rest)] if rest else head
 
 
 def _fused(
@@ -267,9 +274,10 @@ def _best_shares(fused: list[dict[str, float]]) -> dict[str, float]:
     shares: dict[str, float] = {}
     for scores in fused:
         top = max(scores.values(), default=0.0)
+        if top <= 0:
+            continue
         for entry_id, score in scores.items():
-            if top > 0:
-                shares[entry_id] = max(shares.get(entry_id, 0.0), score / top)
+            shares[entry_id] = max(shares.get(entry_id, score / top), score / top)
     return shares
 
 

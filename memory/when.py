@@ -40,15 +40,16 @@ _MONTH = "(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|\.)?"
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
 # The word before a time, taken with it; "since" makes it a start.
-_BEFORE = r"\b(?:(?:in|im|on|am|during|(?P<since>since|seit))\s+)"
+_BEFORE = r"\b(?:(?:in|im|on|am|during|(?P<since>since|seit)(?:\s+(?:the|dem|den))?)\s+)"
 ISO_DAY = re.compile(_BEFORE + r"?\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b")
 DAY_MONTH_YEAR = re.compile(
     _BEFORE + r"?\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b"
 )
 MONTH_DAY_YEAR = re.compile(_BEFORE + r"?\b" + _MONTH + r"\s+" + _DAY + r",?\s+" + _YEAR + r"\b")
 MONTH_YEAR = re.compile(_BEFORE + r"?\b" + _MONTH + r",?\s+" + _YEAR + r"\b")
-# "may" is also a verb: a month alone counts after "in", "im", "during", "since" only.
-MONTH_ALONE = re.compile(_BEFORE + _MONTH + r"(?!\w)")
+# "may" is also a verb: a month alone counts only after a word such as "in" or "since", and
+# not as someone's name ("on Jan's birthday").
+MONTH_ALONE = re.compile(_BEFORE + _MONTH + r"(?!\w|['’]s\b)")
 YEAR_ALONE = re.compile(r"(?:" + _BEFORE + r"|\bjahr\s+)" + _YEAR + r"\b")
 DAYS_AGO = re.compile(r"\b(\d{1,3}|a|one|two|three|ein|einem|zwei|drei)\s+days?\s+ago\b")
 VOR_TAGEN = re.compile(r"\bvor\s+(\d{1,3}|einem|zwei|drei)\s+tag(?:en)?\b")

@@ -233,7 +233,7 @@ def dramatiq_broker(url: str | None) -> dict:
         options = {"url": url, "confirm_delivery": True}
     elif url.startswith(("redis://", "rediss://", "unix://")):
         broker = "dramatiq.brokers.redis.RedisBroker"
-        options = {"url": url, "namespace": env_str("OPENBOT_BROKER_NAMESPACE") or "dramatiq"}
+        options = {"url": url, "namespace": env_str("OPENBOT_BROKER_NAMESPACE", "dramatiq")}
     else:
         raise ImproperlyConfigured(
             "OPENBOT_BROKER_URL must be a redis://, rediss:// or amqp(s):// URL"

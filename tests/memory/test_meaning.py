@@ -42,7 +42,7 @@ def found_ids(world: World, actor: Any, query: str, limit: int = 5) -> list[str]
 
 def test_the_model_computes_on_one_thread() -> None:
     """A question's vector is a few small products: BLAS's own threads only contend with the
-    server's requests for the cores (2-3x slower on a busy machine)."""
+    server's requests for the cores."""
     meaning(QUESTION)
     assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
 

@@ -18,7 +18,7 @@ from memory.access import Reader
 from memory.forgetting import pool_purge
 from memory.lock import pool_read
 from memory.models import EntryTerm
-from memory.relevance import BM25_CAP, BM25_FULL, LEXICAL_WEIGHT, ranked
+from memory.relevance import BM25_CAP, BM25_FULL, LEXICAL_WEIGHT, questions_asked, ranked
 from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
@@ -118,6 +118,28 @@ def test_a_query_of_two_sentences_finds_what_answers_each(world: World) -> None:
     # Together, the sentences' words rank the entry that shares some of each first.
     together, _ = search(world.bot, reader(world, world.alice), question.replace("?", ""), 2)
     assert {entry["id"] for entry in together} != {work, dog}
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        (
+            "Where does Anna work? And what is her dog called?",
+            ["Where does Anna work?", "And what is her dog called?"],
+        ),
+        # From the third question on, one part: no question of the query is lost.
+        (
+            "Who? Where does Anna work? Is Rex a dog? Who walks him? When did Ben call?",
+            ["Where does Anna work?", "Is Rex a dog?", "Who walks him? When did Ben call?"],
+        ),
+        # One question among other sentences, or greetings: the query is scored whole.
+        ("Hi! What is the name of Ben's dog?", None),
+        ("I had a long day. What should I cook?", None),
+        ("Was hat sie z. B. über den 1. FC Köln gesagt?", None),
+    ],
+)
+def test_the_questions_a_query_asks(query: str, parts: list[str] | None) -> None:
+    assert questions_asked(query) == (parts or [query])
 
 
 def test_search_shows_only_what_the_reader_may_see(world: World) -> None:

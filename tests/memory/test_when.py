@@ -46,6 +46,7 @@ def day(text: str) -> int:
         ("What has Ben said since May?", ("2026-05-01", "2026-12-04")),
         ("Was hat Ben seit Mai gesagt?", ("2026-05-01", "2026-12-04")),
         ("since 8 May 2026", ("2026-05-08", "2026-12-04")),
+        ("Was ist seit dem 8. Mai 2026 passiert?", ("2026-05-08", "2026-12-04")),
         ("seit 2025", ("2025-01-01", "2026-12-04")),
     ],
 )
@@ -82,6 +83,7 @@ def test_the_rest_of_a_question_is_what_it_asks_about(query: str, rest: str) -> 
         "Which room is 12-05?",
         "What happened on 31 June 2026?",  # no such day
         "Wann hat Mira Geburtstag?",
+        "What did I get on Jan's birthday?",
     ],
 )
 def test_no_time_named(query: str) -> None:

@@ -61,10 +61,11 @@ RECOVERY_SECONDS = 0.5
 
 
 def redis_keys(namespace: str) -> list[bytes]:
-    """The keys of a test's broker namespace on Redis. Each test has one of its own: CI runs
-    saw the learning messages of another process in this database (one taken, acknowledged and
-    never learned; one naming a run of no test here), so a whole database is not enough."""
-    return list(redis.Redis.from_url(REDIS_URL).scan_iter(f"{namespace}:*"))
+    """The keys of a test's broker namespace on Redis: each test has one of its own, so no other
+    process that uses this database takes or adds its messages."""
+    return list(
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).scan_iter(f"{namespace}:*")
+    )
 
 
 def flush_redis(namespace: str) -> None:
