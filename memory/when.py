@@ -2,8 +2,8 @@
 was said in it: a day ("2026-05-08", "on 8 May 2026", "May 8, 2026", "am 8. Mai 2026",
 "yesterday", "gestern", "3 days ago", "vor 3 Tagen"), a month ("in May 2026", "im Mai",
 "last month", "letzten Monat"), a week ("last week", "letzte Woche", "this week"), a
-year ("in 2025", "last year", "letztes Jahr"), or from a month or year on ("since May",
-"seit 2025": until today's end). A month without a year is its last one not after today. A
+year ("in 2025", "last year", "letztes Jahr"), or from any of these on ("since May",
+"seit gestern": until today's end). A month without a year is its last one not after today. A
 question that names no time — "when …" asks for one — has no window; the day each entry was
 said is in what the model is shown instead. English and German, fixed patterns: no language
 model.
@@ -68,6 +68,9 @@ RELATIVE = (
     (re.compile(r"\bthis\s+year\b|\bdieses\s+jahr\b"), "year", 0),
 )
 
+# "since" just before a time the patterns above do not take it with.
+SINCE_BEFORE = re.compile(r"\b(?:since|seit)(?:\s+(?:the|dem|den))?\s+$")
+
 Window = tuple[int, int]
 
 
@@ -104,7 +107,10 @@ def time_named(query: str, now_ms: int) -> NamedTime | None:
     if named is None:
         return None
     window, found = named
-    rest = " ".join(f"{text[: found.start()]} {text[found.end() :]}".split())
+    start = found.start()
+    if since := SINCE_BEFORE.search(text[:start]):  # "since last week", "seit gestern"
+        window, start = _until_today(window, today), since.start()
+    rest = " ".join(f"{text[:start]} {text[found.end() :]}".split())
     return NamedTime(window, re.sub(r" (?=[?.!,;:]|$)", "", rest))
 
 

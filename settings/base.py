@@ -231,6 +231,11 @@ def dramatiq_broker(url: str | None) -> dict:
         # noted as sent only then (unconfirmed, a message can be lost as its sender exits).
         broker = "dramatiq.brokers.rabbitmq.RabbitmqBroker"
         options = {"url": url, "confirm_delivery": True}
+        if env_str("OPENBOT_BROKER_NAMESPACE"):
+            raise ImproperlyConfigured(
+                "OPENBOT_BROKER_NAMESPACE is for Redis: on RabbitMQ, give each deployment a"
+                " virtual host of its own in OPENBOT_BROKER_URL"
+            )
     elif url.startswith(("redis://", "rediss://", "unix://")):
         broker = "dramatiq.brokers.redis.RedisBroker"
         options = {"url": url, "namespace": env_str("OPENBOT_BROKER_NAMESPACE", "dramatiq")}

@@ -47,6 +47,9 @@ def day(text: str) -> int:
         ("Was hat Ben seit Mai gesagt?", ("2026-05-01", "2026-12-04")),
         ("since 8 May 2026", ("2026-05-08", "2026-12-04")),
         ("Was ist seit dem 8. Mai 2026 passiert?", ("2026-05-08", "2026-12-04")),
+        ("What has Ben said since last week?", ("2026-11-23", "2026-12-04")),
+        ("Was ist seit gestern passiert?", ("2026-12-02", "2026-12-04")),
+        ("seit dem Jahr 2025", ("2025-01-01", "2026-12-04")),
         ("seit 2025", ("2025-01-01", "2026-12-04")),
     ],
 )
@@ -64,6 +67,7 @@ def test_the_time_a_question_names(query: str, window: tuple[str, str]) -> None:
         ("What did I eat on 2026-05-08?", "what did i eat?"),
         ("What did I tell you last week?", "what did i tell you?"),
         ("Was hat Ben seit Mai gesagt?", "was hat ben gesagt?"),
+        ("What has Ben said since last week?", "what has ben said?"),
         ("vor zwei Tagen", ""),
     ],
 )

@@ -78,6 +78,10 @@ def test_production_starts_with_its_environment() -> None:
         ({"DATABASE_URL": "sqlite:///db.sqlite3"}, "DATABASE_URL"),
         ({"OPENBOT_BROKER_URL": None}, "OPENBOT_BROKER_URL"),
         ({"OPENBOT_BROKER_URL": "http://127.0.0.1:6379"}, "OPENBOT_BROKER_URL"),
+        (
+            {"OPENBOT_BROKER_URL": "amqp://127.0.0.1:5672/%2F", "OPENBOT_BROKER_NAMESPACE": "x"},
+            "OPENBOT_BROKER_NAMESPACE",
+        ),
         ({"SECURE_SSL_REDIRECT": "maybe"}, "SECURE_SSL_REDIRECT"),
         ({"DATABASE_CONN_MAX_AGE": "soon"}, "DATABASE_CONN_MAX_AGE"),
         ({"OPENBOT_TRUSTED_PROXY_COUNT": "-1"}, "OPENBOT_TRUSTED_PROXY_COUNT"),
