@@ -145,7 +145,7 @@ class Worker:
 
     def __init__(self, env: dict[str, str], log: Path, flush: Callable[[str], None]) -> None:
         self.env, self.log, self._flush = env, log, flush
-        self.namespace = env["OPENBOT_BROKER_NAMESPACE"]
+        self.namespace = env.get("OPENBOT_BROKER_NAMESPACE", "")
         self.process: subprocess.Popen[bytes] | None = None
 
     def lose_queue(self) -> None:
@@ -236,8 +236,9 @@ def worker(
         "OPENBOT_LEARNING_STEP_SECONDS": str(STEP_SECONDS),
         "OPENBOT_LEARNING_LEASE_MARGIN_SECONDS": "1",
         "OPENBOT_RECOVERY_SECONDS": str(RECOVERY_SECONDS),
-        "OPENBOT_BROKER_NAMESPACE": f"openbot-test-{os.urandom(8).hex()}",
     }
+    if url == REDIS_URL:  # RabbitMQ refuses a namespace: its queues are flushed instead
+        env["OPENBOT_BROKER_NAMESPACE"] = f"openbot-test-{os.urandom(8).hex()}"
     process = Worker(env, tmp_path / "worker.log", flush)
     process.lose_queue()
     try:
