@@ -52,9 +52,7 @@ IN_TIME_WEIGHT = 0.5
 # A query that asks several questions: each is ranked on its own.
 MAX_PARTS = 3
 QUESTION_END = re.compile(r"(?<=\?)\s+")
-_QUESTIONS = ThreadPoolExecutor(
-    max_workers=len(os.sched_getaffinity(0)), thread_name_prefix="meaning"
-)
+_QUESTIONS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="meaning")
 
 
 def ranked(

@@ -39,8 +39,10 @@ MONTHS = {
 _MONTH = "(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|\.)?"
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
-# The word before a time, taken with it; "since" makes it a start.
-_BEFORE = r"\b(?:(?:in|im|on|am|during|(?P<since>since|seit)(?:\s+(?:the|dem|den))?)\s+)"
+# The word before a time, taken with it ("since" is read by `SINCE_BEFORE`).
+_BEFORE = r"\b(?:(?:in|im|on|am|during)\s+)"
+# Just after "since": a month or a year alone is then a time too.
+_AFTER_SINCE = r"(?<=\bsince\s)|(?<=\bseit\s)"
 ISO_DAY = re.compile(_BEFORE + r"?\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b")
 DAY_MONTH_YEAR = re.compile(
     _BEFORE + r"?\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b"
@@ -49,8 +51,8 @@ MONTH_DAY_YEAR = re.compile(_BEFORE + r"?\b" + _MONTH + r"\s+" + _DAY + r",?\s+"
 MONTH_YEAR = re.compile(_BEFORE + r"?\b" + _MONTH + r",?\s+" + _YEAR + r"\b")
 # "may" is also a verb: a month alone counts only after a word such as "in" or "since", and
 # not as someone's name ("on Jan's birthday").
-MONTH_ALONE = re.compile(_BEFORE + _MONTH + r"(?!\w|['’]s\b)")
-YEAR_ALONE = re.compile(r"(?:" + _BEFORE + r"|\bjahr\s+)" + _YEAR + r"\b")
+MONTH_ALONE = re.compile(r"(?:" + _BEFORE + "|" + _AFTER_SINCE + ")" + _MONTH + r"(?!\w|['’]s\b)")
+YEAR_ALONE = re.compile(r"(?:" + _BEFORE + "|" + _AFTER_SINCE + r"|\bjahr\s+)" + _YEAR + r"\b")
 DAYS_AGO = re.compile(r"\b(\d{1,3}|a|one|two|three|ein|einem|zwei|drei)\s+days?\s+ago\b")
 VOR_TAGEN = re.compile(r"\bvor\s+(\d{1,3}|einem|zwei|drei)\s+tag(?:en)?\b")
 NUMBERS = {"a": 1, "one": 1, "ein": 1, "einem": 1, "two": 2, "zwei": 2, "three": 3, "drei": 3}
@@ -68,7 +70,7 @@ RELATIVE = (
     (re.compile(r"\bthis\s+year\b|\bdieses\s+jahr\b"), "year", 0),
 )
 
-# "since" just before a time the patterns above do not take it with.
+# "since" just before a time makes it a start.
 SINCE_BEFORE = re.compile(r"\b(?:since|seit)(?:\s+(?:the|dem|den))?\s+$")
 
 Window = tuple[int, int]
@@ -108,7 +110,7 @@ def time_named(query: str, now_ms: int) -> NamedTime | None:
         return None
     window, found = named
     start = found.start()
-    if since := SINCE_BEFORE.search(text[:start]):  # "since last week", "seit gestern"
+    if since := SINCE_BEFORE.search(text[:start]):
         window, start = _until_today(window, today), since.start()
     rest = " ".join(f"{text[:start]} {text[found.end() :]}".split())
     return NamedTime(window, re.sub(r" (?=[?.!,;:]|$)", "", rest))
@@ -117,8 +119,8 @@ def time_named(query: str, now_ms: int) -> NamedTime | None:
 def _window(text: str, today: date) -> tuple[Window, re.Match[str]] | None:
     for pattern in (ISO_DAY, DAY_MONTH_YEAR, MONTH_DAY_YEAR, MONTH_YEAR, MONTH_ALONE, YEAR_ALONE):
         if found := pattern.search(text):
-            window = _named({key: part for key, part in found.groupdict().items() if part}, today)
-            return (_until_today(window, today) if found["since"] else window), found
+            parts = {key: part for key, part in found.groupdict().items() if part}
+            return _named(parts, today), found
     if found := DAYS_AGO.search(text) or VOR_TAGEN.search(text):
         count = found.group(1)
         ago = int(count) if count.isdigit() else NUMBERS[count]
