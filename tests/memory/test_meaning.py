@@ -84,6 +84,20 @@ def test_fusion_puts_what_both_rankers_find_first(world: World) -> None:
     assert found[0]["score"] > found[1]["score"]
 
 
+def test_a_query_of_two_questions_finds_what_answers_each_by_meaning(world: World) -> None:
+    """[R5] Each question is ranked by its own vector: an entry close to the two together is
+    not put above the answers to either."""
+    dog = pin(world, world.alice, PUPPY).id
+    job = pin(world, world.alice, "My sister teaches maths at the primary school.").id
+    pin(world, world.alice, "My sister's school keeps a puppy that the children walk.")
+    pin(world, world.alice, "The quarterly report is due on Friday.")
+    vectors_fill(world.bot.id)
+    question = "What is the dog called? Where does my sister work?"
+    assert set(found_ids(world, world.alice, question, 2)) == {dog, job}
+    # As one question, its vector is closest to the entry that mixes both.
+    assert set(found_ids(world, world.alice, question.replace("?", ""), 2)) != {dog, job}
+
+
 def test_meaning_never_shows_what_the_reader_may_not_see(world: World) -> None:
     """[V4, Q1] Only the vectors of entries the reader may see are scored."""
     mine = pin(world, world.alice, PUPPY)
