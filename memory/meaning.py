@@ -84,8 +84,10 @@ class _MiniLM:
                 at + "attention.output.LayerNorm",
             )
             hidden = self._dense(x, at + "intermediate.dense")
-            # GELU, as BERT computes it (tanh approximation).
-            hidden = 0.5 * hidden * (1 + np.tanh(0.7978845608 * (hidden + 0.044715 * hidden**3)))
+            # GELU, as BERT computes it (tanh approximation); the cube as products, since
+            # numpy's `**` takes its general power function, many times slower.
+            cube = hidden * hidden * hidden
+            hidden = 0.5 * hidden * (1 + np.tanh(0.7978845608 * (hidden + 0.044715 * cube)))
             x = self._norm(x + self._dense(hidden, at + "output.dense"), at + "output.LayerNorm")
         pooled = x.mean(0)
         return pooled / np.linalg.norm(pooled)
