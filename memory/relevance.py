@@ -18,7 +18,7 @@ hidden from the reader. Equal scores (rounded to 6 places) keep memory order.
 import os
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.db import connection
@@ -52,7 +52,8 @@ IN_TIME_WEIGHT = 0.5
 # A query that asks several questions: each is ranked on its own.
 MAX_PARTS = 3
 QUESTION_END = re.compile(r"(?<=\?)\s+")
-_QUESTIONS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="meaning")
+# Question vectors are computed and entries' vectors opened here, while the database answers.
+_THREADS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="meaning")
 
 
 def ranked(
@@ -150,15 +151,20 @@ def ranked(
 def _question(query: str) -> Future[np.ndarray]:
     """The vector of `query`, computed in a thread of the process's own while the database
     answers (numpy and the database driver both let go of the interpreter meanwhile)."""
-    return _QUESTIONS.submit(meaning, query)
+    return _THREADS.submit(meaning, query)
 
 
-def _similarities(
-    *, pool_id: str, reader: Reader, questions: list[Future[np.ndarray]]
-) -> dict[str, tuple[list[float], int]]:
-    """Cosines to each of the `questions`' vectors and content length of every active entry
-    `reader` may see that has a vector, in one statement compiled once per reader shape. Only
-    those vectors are read and decrypted; one no key opens is passed over."""
+class _Vectors(NamedTuple):
+    entry_ids: list[str]
+    lengths: list[int]
+    matrix: np.ndarray
+
+
+def _vectors(*, pool_id: str, reader: Reader) -> Future[_Vectors]:
+    """The vectors and content lengths of every active entry `reader` may see that has a
+    vector, read here in one statement compiled once per reader shape and decrypted in a
+    thread of the process's own, while the caller waits on its next statement. Only those
+    vectors are read and decrypted; one no key opens is passed over."""
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
@@ -166,17 +172,35 @@ def _similarities(
         vectors = EntryVector.objects.filter(entry_id__in=seen.values("id"))
         return sealed_values(vectors, "entry", "entry__content_length", "vector")
 
-    statement = compiled(("vectors", shape.key), build)
-    rows = readable_rows(EntryVector, statement.rows(shape.values))
-    if not rows:
+    rows = compiled(("vectors", shape.key), build).rows(shape.values)
+    return _THREADS.submit(_vectors_opened, rows)
+
+
+def _vectors_opened(rows: list[dict[str, Any]]) -> _Vectors:
+    opened = readable_rows(EntryVector, rows)
+    return _Vectors(
+        entry_ids=[row["entry"] for row in opened],
+        lengths=[row["entry__content_length"] for row in opened],
+        matrix=vectors_open([row["vector"] for row in opened]),
+    )
+
+
+def _similarities(
+    vectors: Future[_Vectors], questions: list[Future[np.ndarray]]
+) -> dict[str, tuple[list[float], int]]:
+    """Each entry's cosines to each of the `questions`' vectors, and its content length."""
+    found = vectors.result()
+    if not found.entry_ids:
         for question in questions:
             question.cancel()
         return {}
     asked = np.stack([question.result() for question in questions], axis=1)
-    cosines = np.round(vectors_open([row["vector"] for row in rows]) @ asked, 6)
+    cosines = np.round(found.matrix @ asked, 6)
     return {
-        row["entry"]: (row_cosines.tolist(), row["entry__content_length"])
-        for row, row_cosines in zip(rows, cosines, strict=True)
+        entry_id: (row_cosines.tolist(), length)
+        for entry_id, row_cosines, length in zip(
+            found.entry_ids, cosines, found.lengths, strict=True
+        )
     }
 
 
@@ -184,7 +208,8 @@ def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[st
     """(id, cosine, content length) of the active entries `reader` may see that are close
     to `query` in meaning (cosine ≥ `MIN_SIMILARITY`), closest first; read it under the
     pool's lock."""
-    found = _similarities(pool_id=pool_id, reader=reader, questions=[_question(query)])
+    question = _question(query)
+    found = _similarities(_vectors(pool_id=pool_id, reader=reader), [question])
     close = [(entry_id, cosines[0], length) for entry_id, (cosines, length) in found.items()]
     return sorted((row for row in close if row[1] >= MIN_SIMILARITY), key=lambda row: -row[1])
 
@@ -216,6 +241,7 @@ def hybrid_ranked(
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
+    vectors = _vectors(pool_id=pool_id, reader=reader)
     lexical = [
         ranked(
             pool_id=pool_id,
@@ -225,7 +251,7 @@ def hybrid_ranked(
         )
         for part in parts
     ]
-    cosines = _similarities(pool_id=pool_id, reader=reader, questions=questions)
+    cosines = _similarities(vectors, questions)
     lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
     lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
     fused = [_fused(found, cosines, part) for part, found in enumerate(lexical)]
