@@ -237,7 +237,10 @@ def hybrid_ranked(
 
     A question that names a time ("last week", "in May 2026": `memory.when`) is matched
     without the words that name it, and adds `IN_TIME_WEIGHT` to each entry found that was
-    said within it [R8], read in one more statement over the entries found."""
+    said within it [R8], read in one more statement over the entries found.
+
+    An entry that says again, word for word, what one ranked above it said comes after all
+    the others (`_repeats_last`)."""
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
@@ -263,8 +266,32 @@ def hybrid_ranked(
         ).values_list("id", flat=True):
             scores[entry_id] += IN_TIME_WEIGHT
     rounded = {entry_id: round(score, 6) for entry_id, score in scores.items()}
-    best = sorted(rounded, key=lambda entry_id: -rounded[entry_id])[:limit]
+    order = sorted(rounded, key=lambda entry_id: -rounded[entry_id])
+    best = _repeats_last(order, vectors.result(), limit)
     return [(entry_id, rounded[entry_id], lengths[entry_id]) for entry_id in best]
+
+
+def _repeats_last(order: list[str], vectors: _Vectors, limit: int | None) -> list[str]:
+    """The first `limit` of `order`, where an entry whose vector is the same as that of one
+    before it (the same words said again: "How is your family doing?") comes after all the
+    others: a line said again tells the reader nothing new, and what else matches takes its
+    place."""
+    rows = dict(zip(vectors.entry_ids, vectors.matrix, strict=True))
+    first: list[str] = []
+    repeats: list[str] = []
+    said: set[bytes] = set()
+    for entry_id in order:
+        vector = rows.get(entry_id)
+        key = None if vector is None else vector.tobytes()
+        if key in said:
+            repeats.append(entry_id)
+            continue
+        first.append(entry_id)
+        if key is not None:
+            said.add(key)
+        if len(first) == limit:
+            break
+    return [*first, *repeats][:limit]
 
 
 def questions_asked(text: str) -> list[str]:

@@ -98,6 +98,19 @@ def test_a_query_of_two_questions_finds_what_answers_each_by_meaning(world: Worl
     assert set(found_ids(world, world.alice, question.replace("?", ""), 2)) != {dog, job}
 
 
+def test_a_line_said_again_comes_after_what_else_matches(world: World) -> None:
+    """[R6] A repeat, word for word, of an entry ranked above it tells the reader nothing new:
+    it comes after all the others, and what else matches takes its place."""
+    first = pin(world, world.alice, PUPPY).id
+    again = pin(world, world.alice, PUPPY).id
+    walks = pin(world, world.alice, "Our dog Rocky loves the long walks by the river.").id
+    vectors_fill(world.bot.id)
+    found = found_ids(world, world.alice, QUESTION, 3)
+    assert set(found[:2]) in ({first, walks}, {again, walks})
+    assert found[2] in {first, again}
+    assert set(found_ids(world, world.alice, QUESTION, 2)) != {first, again}
+
+
 def test_meaning_never_shows_what_the_reader_may_not_see(world: World) -> None:
     """[V4, Q1] Only the vectors of entries the reader may see are scored."""
     mine = pin(world, world.alice, PUPPY)
