@@ -110,17 +110,19 @@ def meaning(text: str) -> np.ndarray:
     return _model().vector(text)
 
 
-def vector_seal(vector: np.ndarray) -> str:
+def vector_seal(vector: np.ndarray, *, asks: bool) -> str:
     """A vector as the text `Entry.vector` encrypts: int8 per dimension, scaled to its largest
-    magnitude, with the scale in front (float32); base64."""
+    magnitude, with the scale in front (float32), negative when the entry `asks` a question
+    rather than saying something (search weighs it down: `memory.relevance`); base64."""
     scale = float(np.abs(vector).max()) / 127 or 1.0
     quantized = np.round(vector / scale).astype(np.int8)
-    return base64.b64encode(np.float32(scale).tobytes() + quantized.tobytes()).decode()
+    header = np.float32(-scale if asks else scale)
+    return base64.b64encode(header.tobytes() + quantized.tobytes()).decode()
 
 
-def vectors_open(texts: list[str]) -> np.ndarray:
-    """The vectors `vector_seal` wrote, as rows of a float32 matrix."""
+def vectors_open(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors `vector_seal` wrote, as rows of a float32 matrix, and whether each asks."""
     raw = np.frombuffer(b"".join(base64.b64decode(text) for text in texts), dtype=np.int8)
     rows = raw.reshape(len(texts), 4 + DIMENSIONS)
     scales = rows[:, :4].copy().view(np.float32)
-    return rows[:, 4:].astype(np.float32) * scales
+    return rows[:, 4:].astype(np.float32) * np.abs(scales), scales[:, 0] < 0

@@ -47,6 +47,8 @@ BM25_CAP = 12.0
 BM25_FULL = 3.0
 MIN_SIMILARITY = 0.35
 CANDIDATES = 100
+# An entry that asks a question seldom answers one: its score is weighed down by this.
+ASKING_WEIGHT = 0.8
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
 IN_TIME_WEIGHT = 0.5
 # A query that asks several questions: each is ranked on its own.
@@ -158,6 +160,8 @@ class _Vectors(NamedTuple):
     entry_ids: list[str]
     lengths: list[int]
     matrix: np.ndarray
+    # The entries that ask a question rather than say something (`vector_seal`).
+    asking: frozenset[str]
 
 
 def _vectors(*, pool_id: str, reader: Reader) -> Future[_Vectors]:
@@ -178,10 +182,14 @@ def _vectors(*, pool_id: str, reader: Reader) -> Future[_Vectors]:
 
 def _vectors_opened(rows: list[dict[str, Any]]) -> _Vectors:
     opened = readable_rows(EntryVector, rows)
+    entry_ids = [row["entry"] for row in opened]
+    matrix, asks = vectors_open([row["vector"] for row in opened])
+    asking = frozenset(entry_id for entry_id, asked in zip(entry_ids, asks, strict=True) if asked)
     return _Vectors(
-        entry_ids=[row["entry"] for row in opened],
+        entry_ids=entry_ids,
         lengths=[row["entry__content_length"] for row in opened],
-        matrix=vectors_open([row["vector"] for row in opened]),
+        matrix=matrix,
+        asking=asking,
     )
 
 
@@ -239,8 +247,9 @@ def hybrid_ranked(
     without the words that name it, and adds `IN_TIME_WEIGHT` to each entry found that was
     said within it [R8], read in one more statement over the entries found.
 
-    An entry that says again, word for word, what one ranked above it said comes after all
-    the others (`_repeats_last`)."""
+    An entry that asks a question ("How is your family doing?") seldom answers one: its score
+    is weighed down by `ASKING_WEIGHT`. One that says again, word for word, what one ranked
+    above it said comes after all the others (`_repeats_last`)."""
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
@@ -257,7 +266,8 @@ def hybrid_ranked(
     cosines = _similarities(vectors, questions)
     lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
     lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
-    fused = [_fused(found, cosines, part) for part, found in enumerate(lexical)]
+    asking = vectors.result().asking
+    fused = [_fused(found, cosines, part, asking) for part, found in enumerate(lexical)]
     scores = fused[0] if len(fused) == 1 else _best_shares(fused)
     if named is not None and scores:
         start, end = named.window
@@ -304,7 +314,10 @@ def questions_asked(text: str) -> list[str]:
 
 
 def _fused(
-    lexical: list[tuple[str, float, int]], cosines: dict[str, tuple[list[float], int]], part: int
+    lexical: list[tuple[str, float, int]],
+    cosines: dict[str, tuple[list[float], int]],
+    part: int,
+    asking: frozenset[str],
 ) -> dict[str, float]:
     """The hybrid score of each entry one part of a query finds (see `hybrid_ranked`), in
     BM25's order, then the meaning order."""
@@ -312,7 +325,10 @@ def _fused(
     for entry_id, (cosine, _) in sorted(cosines.items(), key=lambda item: -item[1][0][part]):
         if entry_id in scores or cosine[part] >= MIN_SIMILARITY:
             scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine[part]
-    return scores
+    return {
+        entry_id: score * ASKING_WEIGHT if entry_id in asking else score
+        for entry_id, score in scores.items()
+    }
 
 
 def _lexical_share(bm25: float) -> float:

@@ -45,7 +45,10 @@ def vectors_fill(pool_id: str) -> int:
         if not batch:
             return written
         last = batch[-1]
-        sealed = {row["id"]: vector_seal(meaning(row["content"])) for row in rows}
+        sealed = {
+            row["id"]: vector_seal(meaning(row["content"]), asks=_asks(row["content"]))
+            for row in rows
+        }
         with pool_write(pool_id):
             kept = Entry.objects.filter(id__in=sealed).values_list("id", flat=True)
             written += len(
@@ -57,6 +60,11 @@ def vectors_fill(pool_id: str) -> int:
                     ignore_conflicts=True,
                 )
             )
+
+
+def _asks(content: str) -> bool:
+    """Whether an entry asks a question ("How is your family doing?"): it ends with "?"."""
+    return content.rstrip().endswith("?")
 
 
 def vectors_rebuild() -> int:

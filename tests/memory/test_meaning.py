@@ -111,6 +111,15 @@ def test_a_line_said_again_comes_after_what_else_matches(world: World) -> None:
     assert set(found_ids(world, world.alice, QUESTION, 2)) != {first, again}
 
 
+def test_an_entry_that_asks_comes_after_one_that_answers(world: World) -> None:
+    """[R6] A stored question seldom answers one: it is weighed down (`ASKING_WEIGHT`), so the
+    answer comes first although the question is closer to the query in meaning."""
+    answer = pin(world, world.alice, PUPPY).id
+    asked = pin(world, world.alice, "How old is the puppy now?").id
+    vectors_fill(world.bot.id)
+    assert found_ids(world, world.alice, QUESTION) == [answer, asked]
+
+
 def test_meaning_never_shows_what_the_reader_may_not_see(world: World) -> None:
     """[V4, Q1] Only the vectors of entries the reader may see are scored."""
     mine = pin(world, world.alice, PUPPY)
@@ -132,7 +141,7 @@ def test_search_decrypts_what_it_returns_and_the_vectors_it_scores(
     crypto.arm()
     found, _ = search(world.bot, reader(world, world.alice), "deploy", 2)
     assert len(found) == 2
-    sealed_length = len(vector_seal(meaning("deploy")))
+    sealed_length = len(vector_seal(meaning("deploy"), asks=False))
     vectors = [text for text in crypto.decrypted if len(text) == sealed_length]
     contents = [text for text in crypto.decrypted if len(text) != sealed_length]
     assert sorted(contents) == sorted(entry["content"] for entry in found)
@@ -150,11 +159,12 @@ def test_a_vector_is_stored_encrypted(world: World) -> None:
         )
         (stored,) = cursor.fetchone()
     # A Fernet token under the configured key, which opens to the sealed vector.
-    plain = vector_seal(meaning(PUPPY))
+    plain = vector_seal(meaning(PUPPY), asks=False)
     assert stored.startswith("gAAAAA") and plain not in stored
     assert decrypt(stored) == plain
     (opened,) = EntryVector.objects.filter(entry_id=entry.id).values_list("vector", flat=True)
-    vector = vectors_open([opened])[0]
+    (vector,), (asks,) = vectors_open([opened])
+    assert not asks
     assert vector.shape == (DIMENSIONS,)
     assert float(vector @ meaning(PUPPY)) > 0.99  # int8 keeps the meaning
     assert str(EntryVector.objects.get(entry_id=entry.id)) == f"vector of {entry.id}"
@@ -198,8 +208,12 @@ def test_vectors_open_what_vector_seal_wrote() -> None:
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(3, DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    opened = vectors_open([vector_seal(vector) for vector in vectors])
+    asks = [False, True, False]
+    opened, asked = vectors_open(
+        [vector_seal(vector, asks=ask) for vector, ask in zip(vectors, asks, strict=True)]
+    )
     assert np.allclose(opened, vectors, atol=0.01)
+    assert asked.tolist() == asks
 
 
 @pytest.mark.django_db(transaction=True)
