@@ -112,8 +112,8 @@ def meaning(text: str) -> np.ndarray:
 
 def vector_seal(vector: np.ndarray, *, asks: bool) -> str:
     """A vector as the text `Entry.vector` encrypts: int8 per dimension, scaled to its largest
-    magnitude, with the scale in front (float32), negative when the entry `asks` a question
-    rather than saying something (search weighs it down: `memory.relevance`); base64."""
+    magnitude, with the scale in front (float32), negative when the entry only `asks`
+    (`memory.when.only_asks`: search weighs it down, `memory.relevance`); base64."""
     scale = float(np.abs(vector).max()) / 127 or 1.0
     quantized = np.round(vector / scale).astype(np.int8)
     header = np.float32(-scale if asks else scale)

@@ -47,7 +47,7 @@ BM25_CAP = 12.0
 BM25_FULL = 3.0
 MIN_SIMILARITY = 0.35
 CANDIDATES = 100
-# An entry that asks a question seldom answers one: its score is weighed down by this.
+# An entry that only asks seldom answers a question: its score is weighed down by this.
 ASKING_WEIGHT = 0.8
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
 IN_TIME_WEIGHT = 0.5
@@ -183,8 +183,10 @@ def _vectors(*, pool_id: str, reader: Reader) -> Future[_Vectors]:
 def _vectors_opened(rows: list[dict[str, Any]]) -> _Vectors:
     opened = readable_rows(EntryVector, rows)
     entry_ids = [row["entry"] for row in opened]
-    matrix, asks = vectors_open([row["vector"] for row in opened])
-    asking = frozenset(entry_id for entry_id, asked in zip(entry_ids, asks, strict=True) if asked)
+    matrix, only_asking = vectors_open([row["vector"] for row in opened])
+    asking = frozenset(
+        entry_id for entry_id, asks_only in zip(entry_ids, only_asking, strict=True) if asks_only
+    )
     return _Vectors(
         entry_ids=entry_ids,
         lengths=[row["entry__content_length"] for row in opened],
@@ -247,9 +249,10 @@ def hybrid_ranked(
     without the words that name it, and adds `IN_TIME_WEIGHT` to each entry found that was
     said within it [R8], read in one more statement over the entries found.
 
-    An entry that asks a question ("How is your family doing?") seldom answers one: its score
-    is weighed down by `ASKING_WEIGHT`. One that says again, word for word, what one ranked
-    above it said comes after all the others (`_repeats_last`)."""
+    An entry that only asks ("How is your family doing?", `memory.when.only_asks`) seldom
+    answers a question: its score is weighed down by `ASKING_WEIGHT`. One that says again,
+    word for word, what one ranked above it said comes after all the others
+    (`_repeats_last`)."""
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]

@@ -14,6 +14,7 @@ from django.db.models import Exists, OuterRef
 from memory.lock import pool_read, pool_write
 from memory.meaning import meaning, vector_seal
 from memory.models import Entry, EntryVector
+from memory.when import only_asks
 from openbot.fields import (
     EncryptionKeyError,
     decrypt,
@@ -46,7 +47,7 @@ def vectors_fill(pool_id: str) -> int:
             return written
         last = batch[-1]
         sealed = {
-            row["id"]: vector_seal(meaning(row["content"]), asks=_asks(row["content"]))
+            row["id"]: vector_seal(meaning(row["content"]), asks=only_asks(row["content"]))
             for row in rows
         }
         with pool_write(pool_id):
@@ -60,11 +61,6 @@ def vectors_fill(pool_id: str) -> int:
                     ignore_conflicts=True,
                 )
             )
-
-
-def _asks(content: str) -> bool:
-    """Whether an entry asks a question ("How is your family doing?"): it ends with "?"."""
-    return content.rstrip().endswith("?")
 
 
 def vectors_rebuild() -> int:

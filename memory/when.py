@@ -97,6 +97,16 @@ def asks(text: str) -> bool:
     return ASKS.search(text) is not None
 
 
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def only_asks(text: str) -> bool:
+    """Whether every sentence of `text` asks something (ends with "?"): a stored line that
+    says nothing ("How is your family doing?"), not one that says something and asks back
+    ("I'm back from Paris! Have you been?")."""
+    return all(sentence.endswith("?") for sentence in SENTENCE_END.split(text.strip()))
+
+
 def time_named(query: str, now_ms: int) -> NamedTime | None:
     """The [start, end) in ms of the days `query` names and the rest of it, or None (see the
     module)."""

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.when import asks, time_named
+from memory.when import asks, only_asks, time_named
 from tests.conftest import World
 
 # Thursday 2026-12-03, 15:00 UTC.
@@ -108,6 +108,21 @@ def test_no_time_named(query: str) -> None:
 )
 def test_a_question_or_a_statement(text: str, question: bool) -> None:
     assert asks(text) is question
+
+
+@pytest.mark.parametrize(
+    ("text", "only"),
+    [
+        ("How is your family doing?", True),
+        ("Anna: How is your family doing? Did the move go well?  ", True),
+        ("I'm back from Paris! Have you been?", False),
+        ("We adopted a puppy. His name is Rocky.", False),
+        ("What a story.", False),
+    ],
+)
+def test_an_entry_that_only_asks(text: str, only: bool) -> None:
+    """[R6] What search weighs down: a line that asks and says nothing."""
+    assert only_asks(text) is only
 
 
 def test_search_prefers_what_was_said_in_the_time_a_question_names(world: World) -> None:
