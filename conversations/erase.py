@@ -6,11 +6,11 @@ In every pool the organization's chats wrote to that holds something of theirs, 
 own all-or-nothing change), and the model calls of every chat they spoke in blanked; then,
 in one transaction, the history of the person's own chats, their words in other people's
 chats replaced by `MARKER` (the item stays, so the chat's order holds) with the enrichments
-that repeat them, their memberships with the grants and tokens they held
-(`membership_remove`), and their sign-in links to the organization's page. A crash part-way
-leaves each pool either untouched or done, and running the erasure again finishes the rest.
-Model calls keep their usage and cost rows (blanked, for billing and audit); confessions in
-other people's chats are the bot's words and stay.
+that repeat them, and their memberships with the grants and tokens they held
+(`membership_remove`). A crash part-way leaves each pool either
+untouched or done, and running the erasure again finishes the rest. Model calls keep their
+usage and cost rows (blanked, for billing and audit); confessions in other people's chats are
+the bot's words and stay.
 """
 
 from typing import Any
@@ -25,7 +25,6 @@ from memorybot.models import Enrichment, ModelCall, ModelCallEntry
 from memorybot.purge import memory_purge, model_calls_blank
 from openbot.models import ChannelMember, Grant, Membership, Organization, Person, Token
 from openbot.services import membership_remove
-from people.models import SignInLink
 
 MARKER = "[erased at the person's request]"
 
@@ -38,7 +37,6 @@ def person_erase(
     tag = f"from:{person.id}"
     pools = _pools(organization)
     own_chats = Chat.objects.filter(owner=person, organization=organization)
-    links = SignInLink.objects.filter(person=person, organization=organization)
     theirs = _words_elsewhere(person, organization)
     tagged = EntryTag.objects.filter(bot_id__in=pools, tag=tag).values("entry_id")
     receipt = {
@@ -52,7 +50,6 @@ def person_erase(
         "itemsMarked": theirs.count(),
         "enrichmentsDeleted": _enrichments(person, organization, tagged).count(),
         "tokensRevoked": Token.objects.filter(person=person, organization=organization).count(),
-        "signInLinksDeleted": links.count(),
         "grantsRevoked": Grant.objects.filter(
             person=person, bot__organization=organization
         ).count(),
@@ -78,7 +75,6 @@ def person_erase(
         ).delete()
         if Membership.objects.filter(person=person, organization=organization).exists():
             membership_remove(organization=organization, person=person)
-        links.delete()
     return receipt
 
 

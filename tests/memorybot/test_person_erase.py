@@ -18,8 +18,6 @@ from chats.models import Item
 from conversations.erase import MARKER
 from memory.models import Entry
 from openbot.models import ChannelMember, Grant, Membership, Token
-from people.models import SignInLink
-from people.services import sign_in_link_create
 from tests.factories import BotFactory, ChatFactory, GrantFactory, ItemFactory
 from tests.memory.builders import fact
 from tests.memorybot.learning_world import postgresql_only
@@ -50,7 +48,6 @@ def erasable(scene: Scene) -> Scene:  # noqa: F811 (the fixture imported above)
     )
     said = ItemFactory.create(chat=group, person=world.carol.person, text=f"Hike! {CAROL_SAID}")
     fact([said], content=f"the group hikes {CAROL_FACT}")
-    sign_in_link_create(person=world.alice.person, organization=world.org)
     return scene
 
 
@@ -84,7 +81,6 @@ def test_nothing_of_the_person_is_left_in_any_encrypted_column(erasable: Scene) 
     assert receipt["logPayloads"] >= 2
     assert receipt["itemsMarked"] == 1 and receipt["chatsEmptied"] == 2
     assert receipt["tokensRevoked"] == 1 and receipt["membershipsEnded"] == 2
-    assert receipt["signInLinksDeleted"] == 1
     assert receipt["modelCallsBlanked"] > 0 and receipt["enrichmentsDeleted"] > 0
     # Her words in carol's chat are a marker now; the item keeps its place.
     assert [item.text for item in carols_chat_items(erasable)] == [
@@ -94,7 +90,6 @@ def test_nothing_of_the_person_is_left_in_any_encrypted_column(erasable: Scene) 
     assert receipt["grantsRevoked"] == 1  # her write grant on the bot
     assert not Grant.objects.filter(person=world.alice.person).exists()
     assert not Token.objects.filter(person=world.alice.person).exists()
-    assert not SignInLink.objects.filter(person=world.alice.person).exists()
     assert not Membership.objects.filter(person=world.alice.person).exists()
     assert not ChannelMember.objects.filter(person=world.alice.person).exists()
     assert not Entry.objects.filter(tag_rows__tag=f"from:{world.alice.person.id}").exists()
@@ -125,7 +120,6 @@ def test_running_it_again_changes_nothing_more(erasable: Scene) -> None:
     again = erase(erasable)
     assert state() == after
     assert again["entries"] == again["tokensRevoked"] == again["membershipsEnded"] == 0
-    assert again["signInLinksDeleted"] == 0
     assert again["grantsRevoked"] == 0
     assert again["evidenceRows"] == again["logPayloads"] == 0
     assert again["modelCallsBlanked"] == again["enrichmentsDeleted"] == 0
