@@ -110,18 +110,28 @@ def meaning(text: str) -> np.ndarray:
     return _model().vector(text)
 
 
-def vector_seal(vector: np.ndarray, *, asks: bool) -> str:
+def vector_seal(vector: np.ndarray, *, only_asks: bool) -> str:
     """A vector as the text `Entry.vector` encrypts: int8 per dimension, scaled to its largest
-    magnitude, with the scale in front (float32), negative when the entry only `asks`
+    magnitude, with the scale in front (float32), negative when the entry `only_asks`
     (`memory.when.only_asks`: search weighs it down, `memory.relevance`); base64."""
     scale = float(np.abs(vector).max()) / 127 or 1.0
     quantized = np.round(vector / scale).astype(np.int8)
-    header = np.float32(-scale if asks else scale)
+    header = np.float32(-scale if only_asks else scale)
     return base64.b64encode(header.tobytes() + quantized.tobytes()).decode()
 
 
+def vector_marked(text: str, *, only_asks: bool) -> str:
+    """A text `vector_seal` wrote, its mark of an entry that only asks set to `only_asks` (for
+    vectors written before the mark)."""
+    raw = base64.b64decode(text)
+    scale = abs(float(np.frombuffer(raw[:4], dtype=np.float32)[0]))
+    header = np.float32(-scale if only_asks else scale)
+    return base64.b64encode(header.tobytes() + raw[4:]).decode()
+
+
 def vectors_open(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The vectors `vector_seal` wrote, as rows of a float32 matrix, and whether each asks."""
+    """The vectors `vector_seal` wrote, as rows of a float32 matrix, and whether each entry
+    only asks."""
     raw = np.frombuffer(b"".join(base64.b64decode(text) for text in texts), dtype=np.int8)
     rows = raw.reshape(len(texts), 4 + DIMENSIONS)
     scales = rows[:, :4].copy().view(np.float32)

@@ -55,7 +55,9 @@ IN_TIME_WEIGHT = 0.5
 MAX_PARTS = 3
 QUESTION_END = re.compile(r"(?<=\?)\s+")
 # Question vectors are computed and entries' vectors opened here, while the database answers.
-_THREADS = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="meaning")
+# One thread per CPU this process may use (every CPU where the platform cannot tell).
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+_THREADS = ThreadPoolExecutor(max_workers=_CPUS or 1, thread_name_prefix="meaning")
 
 
 def ranked(
@@ -160,7 +162,7 @@ class _Vectors(NamedTuple):
     entry_ids: list[str]
     lengths: list[int]
     matrix: np.ndarray
-    # The entries that ask a question rather than say something (`vector_seal`).
+    # The entries that only ask (`vector_seal`).
     asking: frozenset[str]
 
 
@@ -269,8 +271,8 @@ def hybrid_ranked(
     cosines = _similarities(vectors, questions)
     lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
     lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
-    asking = vectors.result().asking
-    fused = [_fused(found, cosines, part, asking) for part, found in enumerate(lexical)]
+    opened = vectors.result()
+    fused = [_fused(found, cosines, part, opened.asking) for part, found in enumerate(lexical)]
     scores = fused[0] if len(fused) == 1 else _best_shares(fused)
     if named is not None and scores:
         start, end = named.window
@@ -280,7 +282,7 @@ def hybrid_ranked(
             scores[entry_id] += IN_TIME_WEIGHT
     rounded = {entry_id: round(score, 6) for entry_id, score in scores.items()}
     order = sorted(rounded, key=lambda entry_id: -rounded[entry_id])
-    best = _repeats_last(order, vectors.result(), limit)
+    best = _repeats_last(order, opened, limit)
     return [(entry_id, rounded[entry_id], lengths[entry_id]) for entry_id in best]
 
 

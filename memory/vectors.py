@@ -12,7 +12,7 @@ message is made good by the pool's next write or by `manage.py reindex`. The act
 from django.db.models import Exists, OuterRef
 
 from memory.lock import pool_read, pool_write
-from memory.meaning import meaning, vector_seal
+from memory.meaning import meaning, vector_marked, vector_seal
 from memory.models import Entry, EntryVector
 from memory.when import only_asks
 from openbot.fields import (
@@ -47,7 +47,7 @@ def vectors_fill(pool_id: str) -> int:
             return written
         last = batch[-1]
         sealed = {
-            row["id"]: vector_seal(meaning(row["content"]), asks=only_asks(row["content"]))
+            row["id"]: vector_seal(meaning(row["content"]), only_asks=only_asks(row["content"]))
             for row in rows
         }
         with pool_write(pool_id):
@@ -65,15 +65,28 @@ def vectors_fill(pool_id: str) -> int:
 
 def vectors_rebuild() -> int:
     """For `manage.py reindex`: drop every vector no configured key opens (written under
-    a key since dropped), then write every missing vector of every pool; how many were
+    a key since dropped), mark those of entries that only ask where a vector written before
+    the mark says otherwise, then write every missing vector of every pool; how many were
     written."""
     for batch in stored_batches(EntryVector, encrypted_fields(EntryVector), batch_size=1000):
         lost = []
+        opened = {}
         for entry_id, sealed in batch:
             try:
-                decrypt(sealed)
+                opened[entry_id] = decrypt(sealed)
             except EncryptionKeyError:
                 lost.append(entry_id)
         EntryVector.objects.filter(entry_id__in=lost).delete()
+        _marks_mend(opened)
     pools = Entry.objects.order_by().values_list("bot_id", flat=True).distinct()
     return sum(vectors_fill(pool_id) for pool_id in pools)
+
+
+def _marks_mend(vectors: dict[str, str]) -> None:
+    """Set the mark of an entry that only asks (`vector_seal`) on each of `vectors` (opened,
+    by entry) where it says otherwise."""
+    entries = readable_values(Entry.objects.filter(id__in=list(vectors)), "id", "content")
+    for row in entries:
+        marked = vector_marked(vectors[row["id"]], only_asks=only_asks(row["content"]))
+        if marked != vectors[row["id"]]:
+            EntryVector.objects.filter(entry_id=row["id"]).update(vector=marked)

@@ -9,7 +9,10 @@ said is in what the model is shown instead. English and German, fixed patterns: 
 model.
 
 The words that name the time are no clue to what was said in it: search matches the rest of
-the question by terms and meaning, and lifts what was said within the window."""
+the question by terms and meaning, and lifts what was said within the window.
+
+`only_asks` tells search an entry that asks and says nothing (it weighs such entries
+down), with the same notion of a question's end."""
 
 import re
 from datetime import UTC, date, datetime, timedelta
@@ -39,10 +42,12 @@ MONTHS = {
 _MONTH = "(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th|\.)?"
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
-# The word before a time, taken with it ("since" is read by `SINCE_BEFORE`).
+# The word before a time, taken with it.
 _BEFORE = r"\b(?:(?:in|im|on|am|during)\s+)"
-# Just after "since": a month or a year alone is then a time too.
-_AFTER_SINCE = r"(?<=\bsince\s)|(?<=\bseit\s)"
+# The words before a time that make it a start ("since May": `SINCE_BEFORE`); a month or a
+# year alone is a time just after them too. The text is read with single spaces.
+SINCE = ("since", "since the", "seit", "seit dem", "seit den")
+_AFTER_SINCE = "|".join(rf"(?<=\b{words} )" for words in SINCE)
 ISO_DAY = re.compile(_BEFORE + r"?\b" + _YEAR + r"-(?P<month>\d{2})-(?P<day>\d{2})\b")
 DAY_MONTH_YEAR = re.compile(
     _BEFORE + r"?\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b"
@@ -70,10 +75,10 @@ RELATIVE = (
     (re.compile(r"\bthis\s+year\b|\bdieses\s+jahr\b"), "year", 0),
 )
 
-# "since" just before a time makes it a start.
-SINCE_BEFORE = re.compile(r"\b(?:since|seit)(?:\s+(?:the|dem|den))?\s+$")
+SINCE_BEFORE = re.compile(r"\b(?:" + "|".join(SINCE) + r") $")
 
 Window = tuple[int, int]
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 class NamedTime(NamedTuple):
@@ -97,9 +102,6 @@ def asks(text: str) -> bool:
     return ASKS.search(text) is not None
 
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
 def only_asks(text: str) -> bool:
     """Whether every sentence of `text` asks something (ends with "?"): a stored line that
     says nothing ("How is your family doing?"), not one that says something and asks back
@@ -110,7 +112,7 @@ def only_asks(text: str) -> bool:
 def time_named(query: str, now_ms: int) -> NamedTime | None:
     """The [start, end) in ms of the days `query` names and the rest of it, or None (see the
     module)."""
-    text = query.casefold()
+    text = " ".join(query.casefold().split())
     today = datetime.fromtimestamp(now_ms / 1000, UTC).date()
     try:
         named = _window(text, today)

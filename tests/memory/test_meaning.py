@@ -109,6 +109,9 @@ def test_a_line_said_again_comes_after_what_else_matches(world: World) -> None:
     assert set(found[:2]) in ({first, walks}, {again, walks})
     assert found[2] in {first, again}
     assert set(found_ids(world, world.alice, QUESTION, 2)) != {first, again}
+    # context(query=) ranks every entry found (no limit): the repeat comes last there too.
+    used = context(world.bot, reader(world, world.alice), 4000, query=QUESTION).entry_ids
+    assert used == found
 
 
 def test_an_entry_that_asks_comes_after_one_that_answers(world: World) -> None:
@@ -141,7 +144,7 @@ def test_search_decrypts_what_it_returns_and_the_vectors_it_scores(
     crypto.arm()
     found, _ = search(world.bot, reader(world, world.alice), "deploy", 2)
     assert len(found) == 2
-    sealed_length = len(vector_seal(meaning("deploy"), asks=False))
+    sealed_length = len(vector_seal(meaning("deploy"), only_asks=False))
     vectors = [text for text in crypto.decrypted if len(text) == sealed_length]
     contents = [text for text in crypto.decrypted if len(text) != sealed_length]
     assert sorted(contents) == sorted(entry["content"] for entry in found)
@@ -159,7 +162,7 @@ def test_a_vector_is_stored_encrypted(world: World) -> None:
         )
         (stored,) = cursor.fetchone()
     # A Fernet token under the configured key, which opens to the sealed vector.
-    plain = vector_seal(meaning(PUPPY), asks=False)
+    plain = vector_seal(meaning(PUPPY), only_asks=False)
     assert stored.startswith("gAAAAA") and plain not in stored
     assert decrypt(stored) == plain
     (opened,) = EntryVector.objects.filter(entry_id=entry.id).values_list("vector", flat=True)
@@ -204,13 +207,35 @@ def test_vectors_rotate_with_reencrypt_and_reindex_rebuilds_lost_ones(
     assert found_ids(world, world.alice, QUESTION) == [puppy.id]
 
 
+def test_reindex_marks_a_vector_written_before_the_mark_of_an_entry_that_only_asks(
+    world: World,
+) -> None:
+    asked = pin(world, world.alice, "How old is the puppy now?")
+    said = pin(world, world.alice, PUPPY)
+    vectors_fill(world.bot.id)
+    assert opened_marks(world) == {asked.id: True, said.id: False}
+    for entry in (asked, said):  # as written before the mark
+        EntryVector.objects.filter(entry_id=entry.id).update(
+            vector=vector_seal(meaning(entry.content), only_asks=False)
+        )
+    assert opened_marks(world) == {asked.id: False, said.id: False}
+    assert run("reindex")["vectors"] == 0
+    assert opened_marks(world) == {asked.id: True, said.id: False}
+
+
+def opened_marks(world: World) -> dict[str, bool]:
+    rows = list(EntryVector.objects.filter(bot_id=world.bot.id).values_list("entry_id", "vector"))
+    _, marks = vectors_open([vector for _, vector in rows])
+    return {entry_id: bool(mark) for (entry_id, _), mark in zip(rows, marks, strict=True)}
+
+
 def test_vectors_open_what_vector_seal_wrote() -> None:
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(3, DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     asks = [False, True, False]
     opened, asked = vectors_open(
-        [vector_seal(vector, asks=ask) for vector, ask in zip(vectors, asks, strict=True)]
+        [vector_seal(vector, only_asks=ask) for vector, ask in zip(vectors, asks, strict=True)]
     )
     assert np.allclose(opened, vectors, atol=0.01)
     assert asked.tolist() == asks

@@ -51,6 +51,8 @@ def day(text: str) -> int:
         ("Was ist seit gestern passiert?", ("2026-12-02", "2026-12-04")),
         ("seit dem Jahr 2025", ("2025-01-01", "2026-12-04")),
         ("seit 2025", ("2025-01-01", "2026-12-04")),
+        ("What happened since  May?", ("2026-05-01", "2026-12-04")),
+        ("Was ist seit dem Mai passiert?", ("2026-05-01", "2026-12-04")),
     ],
 )
 def test_the_time_a_question_names(query: str, window: tuple[str, str]) -> None:
