@@ -67,7 +67,6 @@ def membership_remove(*, organization: Organization, person: Person) -> None:
     Membership.objects.filter(organization=organization, person=person).delete()
 
 
-@transaction.atomic
 def member_check(*, person: Person, organization: Organization) -> None:
     """A 400 naming `person` unless they are a member of `organization` (what a token or a
     sign-in link is issued to)."""
@@ -78,6 +77,7 @@ def member_check(*, person: Person, organization: Organization) -> None:
         )
 
 
+@transaction.atomic
 def token_create(
     *, person: Person, organization: Organization, expires_in_days: int | None = None
 ) -> str:
