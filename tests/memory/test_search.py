@@ -105,8 +105,8 @@ def test_normalization_folds_case_accents_and_german_inflection(world: World) ->
     assert nothing == []
 
 
-def test_a_query_of_two_sentences_finds_what_answers_each(world: World) -> None:
-    """[R5] Each sentence is ranked on its own: an entry that shares a few words with both is
+def test_a_query_of_two_questions_finds_what_answers_each(world: World) -> None:
+    """[R5] Each question is ranked on its own: an entry that shares a few words with both is
     not put above the answers to either."""
     work = pin(world, world.alice, "Anna works at the harbour office.").id
     dog = pin(world, world.alice, "Rex is the name of Ben's dog.").id
@@ -115,7 +115,7 @@ def test_a_query_of_two_sentences_finds_what_answers_each(world: World) -> None:
     question = "Where does Anna work? What is the name of Ben's dog?"
     found, _ = search(world.bot, reader(world, world.alice), question, 2)
     assert {entry["id"] for entry in found} == {work, dog}
-    # Together, the sentences' words rank the entry that shares some of each first.
+    # Together, the questions' words rank the entry that shares some of each first.
     together, _ = search(world.bot, reader(world, world.alice), question.replace("?", ""), 2)
     assert {entry["id"] for entry in together} != {work, dog}
 
