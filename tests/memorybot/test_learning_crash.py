@@ -83,7 +83,8 @@ def redis_messages(namespace: str) -> list[dict[str, Any]]:
 
 def broker_state(worker: "Worker", runs: list[LearningRun]) -> dict[str, Any]:
     """What a failure of a recovery pass is read against: the runs as the pass sees them and,
-    on Redis, every key of the test's namespace with the ids of the messages it holds."""
+    on Redis, every key of the test's namespace with the ids of the messages it holds; on
+    RabbitMQ, each learning queue's waiting messages and consumers (None: no such queue)."""
     state: dict[str, Any] = {
         "runs": list(
             LearningRun.objects.filter(id__in=[run.id for run in runs]).values_list(
@@ -97,7 +98,23 @@ def broker_state(worker: "Worker", runs: list[LearningRun]) -> dict[str, Any]:
             str(key): client.hkeys(key) if client.type(key) == b"hash" else client.type(key)
             for key in redis_keys(worker.namespace)
         }
+    else:
+        state["rabbitmq"] = rabbitmq_queues()
     return state
+
+
+def rabbitmq_queues() -> dict[str, tuple[int, int] | None]:
+    queues: dict[str, tuple[int, int] | None] = {}
+    with pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)) as amqp:
+        for name in LEARNING_QUEUES:
+            channel = amqp.channel()  # a failed passive declare closes its channel
+            try:
+                declared = channel.queue_declare(queue=name, passive=True).method
+            except pika.exceptions.ChannelClosedByBroker:
+                queues[name] = None
+            else:
+                queues[name] = (declared.message_count, declared.consumer_count)
+    return queues
 
 
 def flush_rabbitmq(namespace: str) -> None:
