@@ -7,16 +7,18 @@
 Everything is built with the factories of `tests.factories`, through the real services.
 """
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from cryptography.fernet import MultiFernet
 from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
 from chats.models import Turn
+from openbot import fields
 from openbot.models import Bot, Channel, Organization
 from tests.factories import (
     Actor,
@@ -112,5 +114,41 @@ def error_fields(response: Any) -> dict[str, Any]:
     return dict(body["error"].get("fields") or {})
 
 
+@dataclass
+class CryptoSpy:
+    """The plain text of every encryption (MultiFernet's) and decryption (`decrypt_all`, which
+    every decryption goes through) while armed."""
+
+    armed: bool = False
+    encrypted: list[str] = field(default_factory=list)
+    decrypted: list[str] = field(default_factory=list)
+
+    def arm(self) -> None:
+        self.encrypted.clear()
+        self.decrypted.clear()
+        self.armed = True
+
+
+@pytest.fixture
+def crypto(monkeypatch: pytest.MonkeyPatch) -> CryptoSpy:
+    """Records through the real functions: nothing is replaced."""
+    spy = CryptoSpy()
+    real_encrypt, real_decrypt_all = MultiFernet.encrypt, fields.decrypt_all
+
+    def encrypt(self: MultiFernet, msg: bytes) -> bytes:
+        if spy.armed:
+            spy.encrypted.append(msg.decode())
+        return real_encrypt(self, msg)
+
+    def decrypt_all(tokens: Sequence[str]) -> list[str | None]:
+        texts = real_decrypt_all(tokens)
+        if spy.armed:
+            spy.decrypted.extend(text for text in texts if text is not None)
+        return texts
+
+    monkeypatch.setattr(MultiFernet, "encrypt", encrypt)
+    monkeypatch.setattr(fields, "decrypt_all", decrypt_all)
+    return spy
+
+
 from tests.fakes.openai_server import fake_openai  # noqa: E402, F401  (a global fixture)
-from tests.memory.test_decryptions import crypto  # noqa: E402, F401  (a global fixture)

@@ -11,10 +11,9 @@ from memory.access import Reader
 from memory.forgetting import entry_forget
 from memory.models import Entry
 from openbot import services
-from tests.conftest import World
+from tests.conftest import CryptoSpy, World
 from tests.factories import ChatFactory, ItemFactory
 from tests.memory.builders import fact, observation, set_status
-from tests.memory.test_decryptions import CryptoSpy
 
 
 def explain_page(staff: Client, entry: Entry, **params: str) -> str:

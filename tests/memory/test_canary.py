@@ -26,7 +26,7 @@ from pytest_django.fixtures import Settings
 
 from memory.models import Entry, EntryTerm
 from memory.terms import query_terms, term_hash, text_terms
-from tests.conftest import World
+from tests.conftest import CryptoSpy, World
 
 CANARY = f"canary-{uuid.uuid4().hex} the vault code is 4711"
 # What must never show: the unique part alone, wherever it is cut or quoted.
@@ -179,19 +179,9 @@ def test_no_admin_page_holds_the_canary(
     assert MARK not in caplog.text
 
 
-def test_admin_pages_decrypt_nothing(remembered: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_admin_pages_decrypt_nothing(remembered: World, crypto: CryptoSpy) -> None:
     """[O3] The memory admin shows metadata without decrypting content or payloads."""
-    from cryptography.fernet import MultiFernet
-
-    decrypted: list[bytes] = []
-    real_decrypt = MultiFernet.decrypt
-
-    def decrypt(self: MultiFernet, msg: bytes | str, ttl: int | None = None) -> bytes:
-        plain = real_decrypt(self, msg, ttl)
-        decrypted.append(plain)
-        return plain
-
-    monkeypatch.setattr(MultiFernet, "decrypt", decrypt)
+    crypto.arm()
     staff = User.objects.create_user(username="support", password="pw-support", is_staff=True)
     client = Client()
     client.force_login(staff)
@@ -199,4 +189,4 @@ def test_admin_pages_decrypt_nothing(remembered: World, monkeypatch: pytest.Monk
         assert client.get(admin_url(model, "changelist")).status_code == 200, model
         for pk in model._default_manager.values_list("pk", flat=True)[:30]:
             assert client.get(admin_url(model, "change", pk)).status_code == 200, model
-    assert decrypted == []
+    assert crypto.decrypted == []

@@ -1,7 +1,7 @@
 """[V8, S1, S2, S3, X3, Q1] Count what memory decrypts and encrypts.
 
-The spy wraps the real `cryptography.fernet.MultiFernet.decrypt` and `.encrypt` (our own
-functions are never mocked) and records the plain text of every call while it is armed. What
+The spy (`crypto`, tests.conftest) records the plain text of every encryption and decryption
+while it is armed, through the real functions. What
 is counted: every encryption or decryption of any encrypted field in this process during the
 measured call — entry content *and* change-log payloads [E7], which are encrypted JSON.
 
@@ -16,10 +16,8 @@ measured call — entry content *and* change-log payloads [E7], which are encryp
 
 import json
 import time
-from dataclasses import dataclass, field
 
 import pytest
-from cryptography.fernet import MultiFernet
 
 from memory.access import Reader, visible_entries
 from memory.forgetting import entries_forget_mine, entry_forget, pool_purge
@@ -35,42 +33,7 @@ from memory.services import (
     topic_rename_in,
 )
 from openbot.errors import Conflict
-from tests.conftest import Actor, World
-
-
-@dataclass
-class CryptoSpy:
-    """The plain text of every MultiFernet encryption and decryption while armed."""
-
-    armed: bool = False
-    encrypted: list[str] = field(default_factory=list)
-    decrypted: list[str] = field(default_factory=list)
-
-    def arm(self) -> None:
-        self.encrypted.clear()
-        self.decrypted.clear()
-        self.armed = True
-
-
-@pytest.fixture
-def crypto(monkeypatch: pytest.MonkeyPatch) -> CryptoSpy:
-    spy = CryptoSpy()
-    real_encrypt, real_decrypt = MultiFernet.encrypt, MultiFernet.decrypt
-
-    def encrypt(self: MultiFernet, msg: bytes) -> bytes:
-        if spy.armed:
-            spy.encrypted.append(msg.decode())
-        return real_encrypt(self, msg)
-
-    def decrypt(self: MultiFernet, msg: bytes | str, ttl: int | None = None) -> bytes:
-        plain = real_decrypt(self, msg, ttl)
-        if spy.armed:
-            spy.decrypted.append(plain.decode())
-        return plain
-
-    monkeypatch.setattr(MultiFernet, "encrypt", encrypt)
-    monkeypatch.setattr(MultiFernet, "decrypt", decrypt)
-    return spy
+from tests.conftest import Actor, CryptoSpy, World
 
 
 def reader(world: World, actor: Actor) -> Reader:

@@ -26,7 +26,7 @@ from memory.services import (
 )
 from openbot import services
 from openbot.models import Bot
-from tests.conftest import Actor, World
+from tests.conftest import Actor, CryptoSpy, World
 from tests.factories import ChatFactory, ItemFactory
 from tests.memory.builders import fact, observation, set_status
 from tests.memory.test_access_property import (
@@ -37,7 +37,6 @@ from tests.memory.test_access_property import (
     random_pool,
     random_pools,
 )
-from tests.memory.test_decryptions import CryptoSpy
 
 EXAMPLES_ENV = "OPENBOT_EXPLAIN_EXAMPLES"
 

@@ -25,10 +25,10 @@ from memory.tasks import MEANING_QUEUE
 from memory.terms import query_terms
 from memory.vectors import vectors_fill
 from openbot.fields import decrypt
-from tests.conftest import World
+from tests.conftest import CryptoSpy, World
 from tests.factories import ChatFactory
 from tests.memory.test_commands import K1, K2, run
-from tests.memory.test_decryptions import CryptoSpy, group_fact, pin
+from tests.memory.test_decryptions import group_fact, pin
 from tests.memory.test_search import reader
 from tests.memorybot.learning_world import stub_broker
 

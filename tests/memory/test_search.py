@@ -23,8 +23,8 @@ from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
 from openbot.errors import ApplicationError
-from tests.conftest import Actor, World, error_fields
-from tests.memory.test_decryptions import CryptoSpy, group_fact, pin
+from tests.conftest import Actor, CryptoSpy, World, error_fields
+from tests.memory.test_decryptions import group_fact, pin
 from tests.memory.test_routes_memory import FIELDS
 
 

@@ -52,10 +52,9 @@ from openbot.models import (
     Person,
     Token,
 )
-from tests.conftest import World
+from tests.conftest import CryptoSpy, World
 from tests.factories import ChatFactory, ItemFactory
 from tests.memory.builders import fact, observation
-from tests.memory.test_decryptions import CryptoSpy
 from tests.openbot.test_admin import CANARY, CANARY_MARK, registered_models, url
 
 
