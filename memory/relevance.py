@@ -54,7 +54,7 @@ IN_TIME_WEIGHT = 0.5
 # A query that asks several questions: each is ranked on its own.
 MAX_PARTS = 3
 QUESTION_END = re.compile(r"(?<=\?)\s+")
-# Question vectors are computed and entries' vectors opened here, while the database answers.
+# Question vectors are computed here, while the database answers.
 # One thread per CPU this process may use (every CPU where the platform cannot tell).
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 _THREADS = ThreadPoolExecutor(max_workers=_CPUS or 1, thread_name_prefix="meaning")
@@ -126,17 +126,20 @@ def ranked(
         admitted AS MATERIALIZED (
             SELECT COUNT(DISTINCT f.entry_id) AS n FROM found f WHERE f.term IS NULL
         ),
-        df AS MATERIALIZED (SELECT term, COUNT(*) AS n FROM hits GROUP BY term),
+        idf AS MATERIALIZED (
+            SELECT df.term, LN(1 + (a.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+            FROM (SELECT term, COUNT(*) AS n FROM hits GROUP BY term) df CROSS JOIN admitted a
+        ),
         docs AS (SELECT entry_id, MAX(length) AS length FROM hits GROUP BY entry_id),
         stats AS MATERIALIZED (SELECT AVG(1.0 * length) AS avgdl FROM docs),
         scored AS (
             SELECT h.entry_id,
                    ROUND(SUM(
-                       LN(1 + (a.n - df.n + 0.5) / (df.n + 0.5))
+                       i.idf
                        * (1.0 * h.frequency)
                        / (h.frequency + {K1} * (1 - {B} + {B} * h.length / s.avgdl))
                    ), 6) AS score
-            FROM hits h JOIN df ON df.term = h.term CROSS JOIN stats s CROSS JOIN admitted a
+            FROM hits h JOIN idf i ON i.term = h.term CROSS JOIN stats s
             GROUP BY h.entry_id
         )
         SELECT e.id, sc.score, e.content_length
@@ -166,11 +169,10 @@ class _Vectors(NamedTuple):
     asking: frozenset[str]
 
 
-def _vectors(*, pool_id: str, reader: Reader) -> Future[_Vectors]:
-    """The vectors and content lengths of every active entry `reader` may see that has a
-    vector, read here in one statement compiled once per reader shape and decrypted in a
-    thread of the process's own, while the caller waits on its next statement. Only those
-    vectors are read and decrypted; one no key opens is passed over."""
+def _sealed_vectors(*, pool_id: str, reader: Reader) -> list[dict[str, Any]]:
+    """The vectors, as stored, and content lengths of every active entry `reader` may see that
+    has a vector, read in one statement compiled once per reader shape (`_vectors_opened`
+    decrypts them)."""
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
@@ -178,11 +180,11 @@ def _vectors(*, pool_id: str, reader: Reader) -> Future[_Vectors]:
         vectors = EntryVector.objects.filter(entry_id__in=seen.values("id"))
         return sealed_values(vectors, "entry", "entry__content_length", "vector")
 
-    rows = compiled(("vectors", shape.key), build).rows(shape.values)
-    return _THREADS.submit(_vectors_opened, rows)
+    return compiled(("vectors", shape.key), build).rows(shape.values)
 
 
 def _vectors_opened(rows: list[dict[str, Any]]) -> _Vectors:
+    """The vectors of `_sealed_vectors`, decrypted; one no key opens is passed over."""
     opened = readable_rows(EntryVector, rows)
     entry_ids = [row["entry"] for row in opened]
     matrix, only_asking = vectors_open([row["vector"] for row in opened])
@@ -198,10 +200,9 @@ def _vectors_opened(rows: list[dict[str, Any]]) -> _Vectors:
 
 
 def _similarities(
-    vectors: Future[_Vectors], questions: list[Future[np.ndarray]]
+    found: _Vectors, questions: list[Future[np.ndarray]]
 ) -> dict[str, tuple[list[float], int]]:
     """Each entry's cosines to each of the `questions`' vectors, and its content length."""
-    found = vectors.result()
     if not found.entry_ids:
         for question in questions:
             question.cancel()
@@ -221,7 +222,9 @@ def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[st
     to `query` in meaning (cosine ≥ `MIN_SIMILARITY`), closest first; read it under the
     pool's lock."""
     question = _question(query)
-    found = _similarities(_vectors(pool_id=pool_id, reader=reader), [question])
+    found = _similarities(
+        _vectors_opened(_sealed_vectors(pool_id=pool_id, reader=reader)), [question]
+    )
     close = [(entry_id, cosines[0], length) for entry_id, (cosines, length) in found.items()]
     return sorted((row for row in close if row[1] >= MIN_SIMILARITY), key=lambda row: -row[1])
 
@@ -258,7 +261,9 @@ def hybrid_ranked(
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
-    vectors = _vectors(pool_id=pool_id, reader=reader)
+    # The question's vector is computed while the database answers; what takes the interpreter
+    # (decrypting the vectors) waits until then, or the two would take turns at it.
+    sealed = _sealed_vectors(pool_id=pool_id, reader=reader)
     lexical = [
         ranked(
             pool_id=pool_id,
@@ -268,10 +273,10 @@ def hybrid_ranked(
         )
         for part in parts
     ]
-    cosines = _similarities(vectors, questions)
+    opened = _vectors_opened(sealed)
+    cosines = _similarities(opened, questions)
     lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
     lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
-    opened = vectors.result()
     fused = [_fused(found, cosines, part, opened.asking) for part, found in enumerate(lexical)]
     scores = fused[0] if len(fused) == 1 else _best_shares(fused)
     if named is not None and scores:
