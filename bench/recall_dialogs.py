@@ -1,6 +1,6 @@
 """[R5] Recall on written conversations (bench.dialogs): how often each ranker puts a question's
 evidence among its first 1, 5 and 10, per kind of question, and what the search route's ranker
-costs on a pool without planner statistics and on an analyzed one [R7].
+costs over HTTP on a pool without planner statistics and on an analyzed one [R7].
 
 Each conversation is a pool of its own; every turn is one memory of the world's chosen person,
 private to them, written at the turn's time (the reader sees every turn of the conversation,
@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 
+from rest_framework.test import APIClient
+
 from bench import pool as bench_pool
 from bench.dialogs import KINDS, Conversation, conversations
 from bench.timing import Timing, timed
@@ -31,7 +33,7 @@ from memory.terms import query_terms
 from memory.vectors import vectors_fill
 from openbot import ids, services
 from openbot.fields import readable_values
-from openbot.models import Bot
+from openbot.models import Bot, Organization, Person
 
 Ranker = Callable[[Bot, Reader, str], list[str]]
 TOP = 10
@@ -180,19 +182,32 @@ def _recall(built: list[Built], reader_of: Callable[[Bot], Reader]) -> Result:
 
 
 def search_timed(calls: list[tuple[Bot, Reader, str]], runs: int) -> tuple[Timing, Timing]:
-    """Search (limit 10) p50/p95 over `calls` (bot, reader, question) in a fixed shuffled
-    order, and its floor: reading and decrypting exactly the entries it returned, by id."""
+    """The search route (`GET …/memory/search`, limit 10, through DRF's test client with a
+    real token) p50/p95 over `calls` (bot, reader, question) in a fixed shuffled order, and
+    its floor: reading and decrypting exactly the entries it returned, by id."""
     calls = list(calls)
     random.Random(7).shuffle(calls)
-    returned = {
-        text: [entry["id"] for entry in search(bot, reader, text, TOP)[0]]
-        for bot, reader, text in calls
-    }
+    clients: dict[tuple[str | None, str], APIClient] = {}
+
+    def searched(bot: Bot, reader: Reader, text: str) -> list[str]:
+        key = (reader.person_id, reader.organization_id)
+        if key not in clients:
+            token = services.token_create(
+                person=Person.objects.get(id=reader.person_id),
+                organization=Organization.objects.get(id=reader.organization_id),
+            )
+            clients[key] = APIClient()
+            clients[key].credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        url = f"/v1/bots/{bot.id}/memory/search"
+        response = clients[key].get(url, {"q": text, "limit": str(TOP)})
+        assert response.status_code == 200, response.content
+        return [entry["id"] for entry in response.json()["entries"]]
+
+    returned = {text: searched(bot, reader, text) for bot, reader, text in calls}
     cycle = iter(range(10**9))
 
     def one_search() -> None:
-        bot, reader, text = calls[next(cycle) % len(calls)]
-        search(bot, reader, text, TOP)
+        searched(*calls[next(cycle) % len(calls)])
 
     def one_floor() -> None:
         _, _, text = calls[next(cycle) % len(calls)]
@@ -246,7 +261,7 @@ def table(result: Result) -> str:
             count = result.questions[kind]
             lines.append(f"{name:<8} {kind:<11} {count:>9} {at1:>5.2f} {at5:>5.2f} {at10:>5.2f}")
     lines.append("")
-    lines.append(f"search (limit {TOP}), reader sees {result.sees}: ms")
+    lines.append(f"search route (limit {TOP}, test client), reader sees {result.sees}: ms")
     for when, (timing, floor) in result.timings.items():
         lines.append(
             f"  {when:<9} p50 {timing.p50_ms:6.2f}  p95 {timing.p95_ms:6.2f}"

@@ -287,14 +287,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def setup() -> None:
     """Django on the bench database (created if missing), migrated; as `python -m bench`."""
-    from bench.__main__ import DEFAULT_DATABASE_URL, database_ensure
+    from bench.__main__ import environment
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings.dev")
-    os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
-    # [T1] A bench calls faster than any person: the limits would measure themselves.
-    for limit in ("TOKEN", "WRITES", "AUTH_FAILURES"):
-        os.environ.setdefault(f"OPENBOT_THROTTLE_{limit}", "off")
-    database_ensure(os.environ["DATABASE_URL"])
+    environment()
 
     import django
 

@@ -32,7 +32,7 @@ from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from memory.when import asks, time_named
 from openbot.clock import now_ms
-from openbot.compiled import compiled
+from openbot.compiled import compiled, cursor
 from openbot.fields import readable_rows, sealed_values
 
 K1 = 1.2
@@ -73,6 +73,8 @@ def ranked(
     admitted (`candidates`, by grouping, not by joining); those the one access rule lets the
     reader see for active use (`visible_among`, compiled once per reader shape,
     checked for the candidates only); their term rows, marked by grouping again; then scored.
+    Bound on the server (`openbot.compiled.cursor`), so that PostgreSQL plans each form of it
+    (the number of terms and tags) once per connection, not on every call.
     """
     if not terms or not reader.for_tags:
         return []
@@ -150,9 +152,11 @@ def ranked(
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(entry_id, float(score), length) for entry_id, score, length in cursor.fetchall()]
+    with cursor() as statement:
+        statement.execute(sql, params)
+        return [
+            (entry_id, float(score), length) for entry_id, score, length in statement.fetchall()
+        ]
 
 
 def _question(query: str) -> Future[np.ndarray]:
@@ -316,7 +320,9 @@ def _repeats_last(order: list[str], vectors: _Vectors, limit: int | None) -> lis
 
 def questions_asked(text: str) -> list[str]:
     """The questions a query asks, if more than one, at most `MAX_PARTS`; else the query."""
-    asked = [part for part in QUESTION_END.split(text) if asks(part) and query_terms(part)]
+    pieces = QUESTION_END.split(text)
+    # One piece (most queries) is the query: its terms are not read twice.
+    asked = [part for part in pieces if asks(part) and query_terms(part)] if pieces[1:] else []
     if len(asked) < 2:
         return [text]
     head, rest = asked[: MAX_PARTS - 1], asked[MAX_PARTS - 1 :]

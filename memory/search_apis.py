@@ -50,8 +50,8 @@ class MemorySearchViewSet(ScopedViewSet):
         },
     )
     def list(self, request: Request, bot_id: str) -> Response:
-        """Active entries for you that match `q`, most relevant first (BM25 over hashed
-        terms), each with its `score`; equal scores keep memory order."""
+        """Active entries for you that match `q`, most relevant first (by hashed
+        terms and meaning, memory.relevance), each with its `score`."""
         query = request.query_params.get("q", "")
         limit = query_integer(request, "limit", low=1, high=MAX_RESULTS)
         entries, version = search(
