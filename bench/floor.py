@@ -44,7 +44,7 @@ from memory.models import Change, Closure, Entry, EntryTag, Evidence, Pool
 from memory.selectors import context, entries_for_reader, has_entries
 from memory.services import entry_remember
 from openbot import compiled, ids, services
-from openbot.fields import keyring
+from openbot.fields import decrypt_all, keyring
 from openbot.models import Bot, Organization, Person
 from openbot.renderers import json_bytes
 
@@ -93,19 +93,19 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], bytes]:
         FROM {entry} e WHERE e.id = ANY(%s)
         ORDER BY e.rank, e.updated_at DESC, e.id
     """
-    decrypt = keyring().decrypt
 
     def call() -> bytes:
         with compiled.cursor() as cursor:
             cursor.execute(sql, [entry_ids])
             rows = cursor.fetchall()
+        texts = decrypt_all([row[2] for row in rows])
         bodies = []
-        for row in rows:
-            id_, layer, content, status, created, updated, invalidated, said, conf, tags, srcs = row
+        for row, text in zip(rows, texts, strict=True):
+            id_, layer, _, status, created, updated, invalidated, said, conf, tags, srcs = row
             body: dict[str, Any] = {
                 "id": id_,
                 "layer": layer,
-                "content": decrypt(content.encode()).decode(),
+                "content": text,
                 "tags": tags,
                 "sources": [
                     {"entry": source} if source else {"chat": chat, "item": f"i-{seq}"}
@@ -129,12 +129,13 @@ def floor_entries(entry_ids: list[str]) -> Callable[[], bytes]:
 def floor_context(entry_ids: list[str]) -> Callable[[], str]:
     """One statement of the contents `context` returns, decrypted and joined."""
     sql = f"SELECT id, content FROM {_table(Entry)} WHERE id = ANY(%s)"
-    decrypt = keyring().decrypt
 
     def call() -> str:
         with compiled.cursor() as cursor:
             cursor.execute(sql, [entry_ids])
-            contents = {row[0]: decrypt(row[1].encode()).decode() for row in cursor.fetchall()}
+            rows = cursor.fetchall()
+        texts = decrypt_all([content for _, content in rows])
+        contents = {entry_id: text for (entry_id, _), text in zip(rows, texts, strict=True)}
         return "".join(f"- {contents[entry_id]}\n" for entry_id in entry_ids)
 
     return call

@@ -228,9 +228,9 @@ def measure(built: RecallPool, world: bench_pool.World, *, runs: int) -> Row:
     texts = [question.text for question in built.questions]
     calls = [(built.bot, reader, text) for text in texts]
     bench_pool.statistics_forget()
-    fresh, fresh_floor = recall_dialogs.search_timed(calls, runs)
+    fresh, fresh_floor = recall_dialogs.search_timed(calls, runs, route=False)
     bench_pool.settle()
-    timing, floor = recall_dialogs.search_timed(calls, runs)
+    timing, floor = recall_dialogs.search_timed(calls, runs, route=False)
     with pool_read(built.bot.id):
         recent = [
             entry_id

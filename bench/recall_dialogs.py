@@ -181,15 +181,20 @@ def _recall(built: list[Built], reader_of: Callable[[Bot], Reader]) -> Result:
     return Result(recall=recall, questions=dict(counts), sees=sees, timings={})
 
 
-def search_timed(calls: list[tuple[Bot, Reader, str]], runs: int) -> tuple[Timing, Timing]:
-    """The search route (`GET …/memory/search`, limit 10, through DRF's test client with a
-    real token) p50/p95 over `calls` (bot, reader, question) in a fixed shuffled order, and
-    its floor: reading and decrypting exactly the entries it returned, by id."""
+def search_timed(
+    calls: list[tuple[Bot, Reader, str]], runs: int, *, route: bool
+) -> tuple[Timing, Timing]:
+    """Search (limit 10) p50/p95 over `calls` (bot, reader, question) in a fixed shuffled
+    order, and its floor: reading and decrypting exactly the entries it returned, by id. With
+    `route`, through the route (`GET …/memory/search`, DRF's test client, a real token), else
+    through the Python API."""
     calls = list(calls)
     random.Random(7).shuffle(calls)
     clients: dict[tuple[str | None, str], APIClient] = {}
 
     def searched(bot: Bot, reader: Reader, text: str) -> list[str]:
+        if not route:
+            return [entry["id"] for entry in search(bot, reader, text, TOP)[0]]
         key = (reader.person_id, reader.organization_id)
         if key not in clients:
             token = services.token_create(
@@ -240,9 +245,9 @@ def run(world: bench_pool.World, *, runs: int, reuse: bool) -> Result:
         for pool in built
         for question in pool.conversation.questions
     ]
-    fresh = search_timed(calls, runs)
+    fresh = search_timed(calls, runs, route=True)
     bench_pool.settle()
-    analyzed = search_timed(calls, runs)
+    analyzed = search_timed(calls, runs, route=True)
     result = _recall(built, reader_of)
     return Result(
         recall=result.recall,

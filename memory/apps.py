@@ -13,6 +13,6 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         # A search computes its question's vector in a thread of its own while the request's
         # thread reads and decrypts (memory.relevance). numpy lets go of the interpreter for
-        # each product and takes it back a hundred times a vector; with the default interval
-        # each take waits on the request's Python for up to 5 ms (docs/benchmarks.md, "R5").
+        # each product and takes it back after; with the default interval each take waits on
+        # the request's Python for up to 5 ms (docs/benchmarks.md, "R5").
         sys.setswitchinterval(SWITCH_INTERVAL)

@@ -32,7 +32,7 @@ from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from memory.when import asks, time_named
 from openbot.clock import now_ms
-from openbot.compiled import compiled, cursor
+from openbot.compiled import compiled
 from openbot.fields import readable_rows, sealed_values
 
 K1 = 1.2
@@ -73,8 +73,6 @@ def ranked(
     admitted (`candidates`, by grouping, not by joining); those the one access rule lets the
     reader see for active use (`visible_among`, compiled once per reader shape,
     checked for the candidates only); their term rows, marked by grouping again; then scored.
-    Bound on the server (`openbot.compiled.cursor`), so that PostgreSQL plans each form of it
-    (the number of terms and tags) once per connection, not on every call.
     """
     if not terms or not reader.for_tags:
         return []
@@ -152,11 +150,9 @@ def ranked(
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
-    with cursor() as statement:
-        statement.execute(sql, params)
-        return [
-            (entry_id, float(score), length) for entry_id, score, length in statement.fetchall()
-        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(entry_id, float(score), length) for entry_id, score, length in cursor.fetchall()]
 
 
 def _question(query: str) -> Future[np.ndarray]:

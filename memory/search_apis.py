@@ -50,8 +50,8 @@ class MemorySearchViewSet(ScopedViewSet):
         },
     )
     def list(self, request: Request, bot_id: str) -> Response:
-        """Active entries for you that match `q`, most relevant first (by hashed
-        terms and meaning, memory.relevance), each with its `score`."""
+        """Active entries for you that match `q` by their hashed terms or their meaning, most
+        relevant first, each with its `score`."""
         query = request.query_params.get("q", "")
         limit = query_integer(request, "limit", low=1, high=MAX_RESULTS)
         entries, version = search(

@@ -1,4 +1,5 @@
-"""[X1] An encrypted text field: a thin Django field over pyca/cryptography's MultiFernet.
+"""[X1] An encrypted text field: a thin Django field over pyca/cryptography's Fernet tokens,
+which MultiFernet writes and rotates and `decrypt_all` reads, many at once.
 
 Keys come from `OPENBOT_ENCRYPTION_KEYS` (the first encrypts, every key decrypts), independent
 of `SECRET_KEY`, so keys rotate: add the new key first, run `manage.py reencrypt`, then drop
@@ -94,9 +95,9 @@ _BLOCK = 16
 
 
 def decrypt_all(tokens: Sequence[str]) -> list[str | None]:
-    """The text of each of `tokens`, None for one no configured key opens: every decryption
-    goes through here, many at once a few times faster than one by one (search opens every
-    vector a reader may see).
+    """The text of each of `tokens`, None for one no configured key opens: every read of an
+    encrypted value goes through here (rotation is `rotate`), many at once a few times faster
+    than one by one (search opens every vector a reader may see).
 
     Each token is checked as MultiFernet checks it: its HMAC under each key in turn. The
     tokens one key opens are then decrypted in one AES-CBC pass over them all, each token's
@@ -113,7 +114,7 @@ def decrypt_all(tokens: Sequence[str]) -> list[str | None]:
         whole_blocks = len(data) > _FRAME and (len(data) - _FRAME) % _BLOCK == 0
         if data[:1] == b"\x80" and whole_blocks:
             waiting.append((index, data))
-    for signing, encryption in _key_halves():
+    for signing, encryption in _key_halves() if waiting else []:
         signed, waiting = _signed_by(signing, waiting)
         pieces = [data[9:-32] for _, data in signed]
         decryptor = Cipher(algorithms.AES(encryption), modes.CBC(bytes(_BLOCK))).decryptor()
@@ -122,10 +123,20 @@ def decrypt_all(tokens: Sequence[str]) -> list[str | None]:
         for (index, _), piece in zip(signed, pieces, strict=True):
             padded = plain[start + _BLOCK : start + len(piece)]
             start += len(piece)
-            size = padded[-1]
-            if 1 <= size <= _BLOCK and padded.endswith(bytes([size]) * size):
-                texts[index] = padded[:-size].decode()
+            texts[index] = _unpadded(padded)
     return texts
+
+
+def _unpadded(padded: bytes) -> str | None:
+    """The text of a token's decrypted blocks; None if their PKCS7 padding is wrong or the text
+    is not UTF-8 (which only a holder of the key can make: a damaged row is left out [X5])."""
+    size = padded[-1]
+    if not (1 <= size <= _BLOCK and padded.endswith(bytes([size]) * size)):
+        return None
+    try:
+        return padded[:-size].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _signed_by(

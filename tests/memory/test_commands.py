@@ -2,6 +2,7 @@
 
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -28,10 +29,11 @@ def run(*args: str) -> dict[str, Any]:
 
 
 def refuse_decryption(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(token: str) -> str:
+    def refuse(tokens: Sequence[str]) -> list[str | None]:
         raise AssertionError("the command decrypted a value")
 
-    monkeypatch.setattr("openbot.fields.decrypt", refuse)
+    # Every decryption goes through it, `decrypt` too.
+    monkeypatch.setattr("openbot.fields.decrypt_all", refuse)
 
 
 def build_pool(world: World) -> dict[str, Entry]:

@@ -1,6 +1,7 @@
 """POST /v1/bots/:botId/memory/purge [A4, P2, P3]."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,10 +174,11 @@ def test_purge_that_matches_nothing_is_logged(world: World, pool: Pool) -> None:
 def test_purge_never_decrypts(world: World, pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     """[A4] Purge works without reading content."""
 
-    def refuse(token: str) -> str:
+    def refuse(tokens: Sequence[str]) -> list[str | None]:
         raise AssertionError("purge decrypted a value")
 
-    monkeypatch.setattr("openbot.fields.decrypt", refuse)
+    # Every decryption goes through it, `decrypt` too.
+    monkeypatch.setattr("openbot.fields.decrypt_all", refuse)
 
     assert purge(world, f"org:{world.org.id}").json() == {"removed": 6}
 

@@ -10,6 +10,7 @@ searched too) is decrypted and searched for them.
 import io
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,10 +266,11 @@ def test_deleting_a_chats_history_blanks_its_model_calls(scene: Scene) -> None:
 def test_a_purge_decrypts_nothing(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
     """[A4, P4] The copies are found by their plain metadata, never by reading them."""
 
-    def refuse(token: str) -> str:
+    def refuse(tokens: Sequence[str]) -> list[str | None]:
         raise AssertionError("the purge decrypted a value")
 
-    monkeypatch.setattr("openbot.fields.decrypt", refuse)
+    # Every decryption goes through it, `decrypt` too.
+    monkeypatch.setattr("openbot.fields.decrypt_all", refuse)
 
     assert purge(scene.world, f"org:{scene.world.org.id}") == {"removed": 3}
 

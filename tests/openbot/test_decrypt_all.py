@@ -33,13 +33,13 @@ def damaged(token: str, how: str, at: int) -> str:
     return base64.urlsafe_b64encode(bytes(data)).decode()
 
 
-def badly_padded(key: str) -> str:
-    """A token signed with `key` whose text does not end in PKCS7 padding: only someone with
-    the key can make one, and Fernet refuses it."""
+def made_with(key: str, padded: bytes) -> str:
+    """A token signed with `key` whose decrypted blocks are `padded`, padding and all: only
+    someone with the key can make one whose padding is wrong or whose text is not UTF-8."""
     raw = base64.urlsafe_b64decode(key)
     iv = os.urandom(16)
     encryptor = Cipher(algorithms.AES(raw[16:]), modes.CBC(iv)).encryptor()
-    body = b"\x80" + bytes(8) + iv + encryptor.update(b"sixteen bytes, 0") + encryptor.finalize()
+    body = b"\x80" + bytes(8) + iv + encryptor.update(padded) + encryptor.finalize()
     return base64.urlsafe_b64encode(body + hmac.digest(raw[:16], body, "sha256")).decode()
 
 
@@ -79,7 +79,9 @@ def test_decrypt_all_opens_tokens_of_both_keys_among_damaged_ones() -> None:
     damaged_ones = [
         damaged(listed[0], "flipped", 40),
         STRANGER.encrypt(b"secret").decode(),
-        badly_padded(FIRST),
+        made_with(FIRST, b"sixteen bytes, 0"),
+        made_with(FIRST, b"\xff\xfe" + bytes([14]) * 14),
     ]
-    assert opened_by_multifernet(damaged_ones[-1]) is None
-    assert decrypt_all([*listed, *damaged_ones]) == [*texts, None, None, None]
+    assert [opened_by_multifernet(token) for token in damaged_ones[-2:]] == [None, None]
+    assert decrypt_all([*listed, *damaged_ones]) == [*texts, None, None, None, None]
+    assert decrypt_all([]) == []
