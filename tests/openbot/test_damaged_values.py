@@ -10,6 +10,7 @@ from django.test import override_settings
 
 from chats import services as chat_services
 from chats.models import Chat, Item
+from memorybot.models import Enrichment
 from openbot.fields import EncryptionKeyError, readable, readable_values
 from tests.conftest import World
 from tests.openbot.damage import flip_a_byte, stored_value, truncate
@@ -110,3 +111,32 @@ def test_nothing_damaged_nothing_left_out(
         TEXTS
     )
     assert caplog.records == []
+
+
+def test_rows_of_two_columns_keep_each_value_in_its_place(
+    items: list[Item], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A list's values are opened together: with two encrypted columns, NULL and '' among
+    them, each text lands in its own row and column, and a row with one damaged value is left
+    out, named by that column."""
+    chat = items[0].chat
+    turn = chat_services.turn_start(chat=chat, person=chat.owner, text="a turn")
+    values = [("rewritten one", "said one"), ("rewritten two", None), ("", "said three")]
+    rows = [
+        Enrichment.objects.create(chat=chat, turn=turn, text=text, original=original)
+        for text, original in values
+    ]
+    damaged = Enrichment.objects.create(chat=chat, turn=turn, text="kept", original="damaged")
+    flip_a_byte(Enrichment, damaged.pk, "original")
+    chat_services.turn_end(turn=turn)
+    caplog.set_level(logging.WARNING)
+    expected = [(row.pk, *value) for row, value in zip(rows, values, strict=True)]
+
+    listed = readable_values(Enrichment.objects.order_by("pk"), "id", "text", "original")
+    loaded = readable(Enrichment.objects.order_by("pk"))
+
+    assert [(row["id"], row["text"], row["original"]) for row in listed] == expected
+    assert [(row.pk, row.text, row.original) for row in loaded] == expected
+    assert [record.getMessage() for record in caplog.records] == 2 * [
+        f"left out a row no key opens: table=memorybot_enrichment id={damaged.pk} column=original"
+    ]
