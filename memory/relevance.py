@@ -261,8 +261,9 @@ def hybrid_ranked(
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
-    # The question's vector is computed while the database answers; what takes the interpreter
-    # (decrypting the vectors) waits until then, or the two would take turns at it.
+    # The question's vector is computed while the database answers both statements; the
+    # vectors are decrypted after them, on this thread: beside it, the two took turns at the
+    # interpreter.
     sealed = _sealed_vectors(pool_id=pool_id, reader=reader)
     lexical = [
         ranked(

@@ -15,13 +15,7 @@ from memory.lock import pool_read, pool_write
 from memory.meaning import meaning, vector_marked, vector_seal
 from memory.models import Entry, EntryVector
 from memory.when import only_asks
-from openbot.fields import (
-    EncryptionKeyError,
-    decrypt,
-    encrypted_fields,
-    readable_values,
-    stored_batches,
-)
+from openbot.fields import decrypt_all, encrypted_fields, readable_values, stored_batches
 
 BATCH = 32
 
@@ -69,15 +63,11 @@ def vectors_rebuild() -> int:
     the mark says otherwise, then write every missing vector of every pool; how many were
     written."""
     for batch in stored_batches(EntryVector, encrypted_fields(EntryVector), batch_size=1000):
-        lost = []
-        opened = {}
-        for entry_id, sealed in batch:
-            try:
-                opened[entry_id] = decrypt(sealed)
-            except EncryptionKeyError:
-                lost.append(entry_id)
+        opened = decrypt_all([sealed for _, sealed in batch])
+        texts = {entry_id: text for (entry_id, _), text in zip(batch, opened, strict=True)}
+        lost = [entry_id for entry_id, text in texts.items() if text is None]
         EntryVector.objects.filter(entry_id__in=lost).delete()
-        _marks_mend(opened)
+        _marks_mend({entry_id: text for entry_id, text in texts.items() if text is not None})
     pools = Entry.objects.order_by().values_list("bot_id", flat=True).distinct()
     return sum(vectors_fill(pool_id) for pool_id in pools)
 
