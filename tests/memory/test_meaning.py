@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_info
 
 from conversations.erase import person_erase
 from memory.forgetting import pool_purge
-from memory.meaning import DIMENSIONS, meaning, vector_seal, vectors_open
+from memory.meaning import DIMENSIONS, _model, meaning, vector_seal, vectors_open
 from memory.models import Entry, EntryVector
 from memory.search import search
 from memory.selectors import context
@@ -27,6 +27,7 @@ from memory.vectors import vectors_fill
 from openbot.fields import decrypt
 from tests.conftest import CryptoSpy, World
 from tests.factories import ChatFactory
+from tests.memory.minilm_reference import Reference
 from tests.memory.test_commands import K1, K2, run
 from tests.memory.test_decryptions import group_fact, pin
 from tests.memory.test_search import reader
@@ -41,10 +42,41 @@ def found_ids(world: World, actor: Any, query: str, limit: int = 5) -> list[str]
 
 
 def test_the_model_computes_on_one_thread() -> None:
-    """A question's vector is a few small products: BLAS's own threads only contend with the
-    server's requests for the cores."""
+    """A question's vector is a few small products: ONNX Runtime's and BLAS's own threads
+    only contend with the server's requests for the cores."""
     meaning(QUESTION)
+    options = _model().session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (1, 1)
     assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
+
+
+SENTENCES = [
+    QUESTION,
+    PUPPY,
+    "Our dog Rocky loves the long walks by the river.",
+    "Rocky is the name of the band playing on Friday.",
+    "How is your family doing?",
+    "When did Anna start her pottery class?",
+    "Anna: I signed up for a pottery class in March, my hands were covered in clay for hours.",
+    "kubernetes cluster upgrade window",
+    "Ja",
+    # Longer than the model reads (cut at MAX_TOKENS word pieces).
+    " ".join(["The quarterly report is due on Friday and nobody has started it yet."] * 12),
+]
+
+
+def test_the_int8_graph_keeps_the_meaning_of_the_float_model() -> None:
+    """[R6] The graph's int8 products give each text nearly the vector of the model's own
+    float32 forward pass (`minilm_reference`), and each two texts nearly its cosine (what the
+    recall figures of docs/benchmarks.md rest on)."""
+    reference = Reference()
+    quick = np.stack([meaning(text) for text in SENTENCES])
+    exact = np.stack([reference.vector(text) for text in SENTENCES])
+    assert np.allclose(np.linalg.norm(quick, axis=1), 1.0, atol=1e-5)
+    assert min(np.sum(quick * exact, axis=1)) > 0.98
+    quick_cosines, exact_cosines = quick @ quick.T, exact @ exact.T
+    # Measured: at most 0.036, between two texts far apart in meaning ("Ja", the long one).
+    assert np.abs(quick_cosines - exact_cosines).max() < 0.05
 
 
 def test_the_question_shares_no_term_with_its_answer() -> None:
