@@ -47,6 +47,10 @@ BM25_CAP = 12.0
 BM25_FULL = 3.0
 MIN_SIMILARITY = 0.35
 CANDIDATES = 100
+# Above this many of the pool's rows of the query's terms per admitted entry and term, BM25
+# reads the admitted entries' own term rows instead (`ranked`): a lookup by the entry costs
+# about this many rows read in the term index (measured on the R4 pools, docs/benchmarks.md).
+ENTRY_FIRST = 1.5
 # An entry that only asks seldom answers a question: its score is weighed down by this.
 ASKING_WEIGHT = 0.8
 # What an entry said within the time a query names gains, over a score of at most 1 [R8].
@@ -66,10 +70,14 @@ def ranked(
     """(id, score, content length) of the active entries `reader` may see that hold one of
     `terms`, most relevant first, at most `limit`; read it under the pool's lock.
 
-    One statement, which reads the term index and the admitting tag rows once each and joins
-    neither to the other, so that its cost does not hang on the plan PostgreSQL picks with
-    planner statistics or without: the query's term rows and the reader's admitting
-    `for:` tag rows (`found`, materialized); the entries among them that hold a term and are
+    One statement whose plan is fixed by its form, so that its cost does not hang on the plan
+    PostgreSQL picks with planner statistics or without [R7]. It reads the reader's admitting
+    `for:` tag rows once (`admitting`), and the query's term rows one of two ways, whichever
+    reads fewer: from the pool's term index, once (`pooled`), unless the pool holds more than
+    `ENTRY_FIRST` rows of the query's terms per admitted entry and term — rows mostly of
+    entries hidden from the reader, in a large pool with common words — in which case each
+    admitted entry's own term rows are looked up by the entry (`crowded`); so the cost follows
+    what the reader may see, not the pool [Q1]. Then: the entries that hold a term and are
     admitted (`candidates`, by grouping, not by joining); those the one access rule lets the
     reader see for active use (`visible_among`, compiled once per reader shape,
     checked for the candidates only); their term rows, marked by grouping again; then scored.
@@ -92,16 +100,42 @@ def ranked(
     entry_table = connection.ops.quote_name(Entry._meta.db_table)
     term_marks = ", ".join(["%s"] * len(hashes))
     tag_marks = ", ".join(["%s"] * len(reader.for_tags))
-    # A row of `found` without a term is an admitting tag row. N: the entries whose `for:`
+    # An admitted entry's own term rows, by the entry (`one_term_per_entry`): on PostgreSQL
+    # a lateral subquery that is not pulled up (OFFSET 0) runs for each admitted entry, by
+    # construction; SQLite's joins are loops, the outer one here the admitted entries.
+    if connection.vendor == "postgresql":
+        by_entry = f"""(SELECT DISTINCT entry_id FROM admitting) a CROSS JOIN LATERAL (
+                SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
+                WHERE t.entry_id = a.entry_id AND t.term IN ({term_marks}) OFFSET 0
+            ) o"""
+    else:
+        by_entry = f"""(SELECT DISTINCT entry_id FROM admitting) a JOIN {terms_table} o
+                ON o.entry_id = a.entry_id AND o.term IN ({term_marks})"""
+    cap = f"CAST({ENTRY_FIRST * len(hashes)} * COUNT(*) AS INTEGER)"
+    # A row of `found` without a term is an admitting tag row (an entry may have several).
+    # N: the entries whose `for:`
     # tag admits the reader. K1 and B are literals and `1.0 *` keeps the arithmetic numeric
     # (exact) on PostgreSQL, real on SQLite.
     sql = f"""
-        WITH found AS MATERIALIZED (
+        WITH admitting AS MATERIALIZED (
+            SELECT a.entry_id FROM {tags_table} a WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
+        ),
+        pooled AS MATERIALIZED (
             SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
             WHERE t.bot_id = %s AND t.term IN ({term_marks})
+            LIMIT (SELECT {cap} + 1 FROM admitting)
+        ),
+        crowded AS MATERIALIZED (
+            SELECT COUNT(*) > (SELECT {cap} FROM admitting) AS yes FROM pooled
+        ),
+        found AS MATERIALIZED (
+            SELECT p.entry_id, p.term, p.frequency, p.length FROM pooled p
+            WHERE NOT (SELECT yes FROM crowded)
             UNION ALL
-            SELECT a.entry_id, NULL, 0, 0 FROM {tags_table} a
-            WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
+            SELECT o.entry_id, o.term, o.frequency, o.length FROM {by_entry}
+            WHERE (SELECT yes FROM crowded)
+            UNION ALL
+            SELECT a.entry_id, NULL, 0, 0 FROM admitting a
         ),
         candidates AS MATERIALIZED (
             SELECT f.entry_id FROM found f GROUP BY f.entry_id
@@ -123,9 +157,7 @@ def ranked(
             SELECT entry_id, term, frequency, length FROM marked
             WHERE term IS NOT NULL AND visible > 0
         ),
-        admitted AS MATERIALIZED (
-            SELECT COUNT(DISTINCT f.entry_id) AS n FROM found f WHERE f.term IS NULL
-        ),
+        admitted AS MATERIALIZED (SELECT COUNT(DISTINCT entry_id) AS n FROM admitting),
         idf AS MATERIALIZED (
             SELECT df.term, LN(1 + (a.n - df.n + 0.5) / (df.n + 0.5)) AS idf
             FROM (SELECT term, COUNT(*) AS n FROM hits GROUP BY term) df CROSS JOIN admitted a
@@ -146,7 +178,12 @@ def ranked(
         FROM scored sc JOIN {entry_table} e ON e.id = sc.entry_id
         ORDER BY sc.score DESC, e.rank, e.updated_at DESC, e.id
     """
-    params = [pool_id, *hashes, pool_id, *reader.for_tags, *seen.params_for(shape.values)]
+    params = [
+        *(pool_id, *reader.for_tags),
+        *(pool_id, *hashes),
+        *hashes,
+        *seen.params_for(shape.values),
+    ]
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)

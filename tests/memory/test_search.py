@@ -18,7 +18,14 @@ from memory.access import Reader
 from memory.forgetting import pool_purge
 from memory.lock import pool_read
 from memory.models import EntryTerm
-from memory.relevance import BM25_CAP, BM25_FULL, LEXICAL_WEIGHT, questions_asked, ranked
+from memory.relevance import (
+    BM25_CAP,
+    BM25_FULL,
+    ENTRY_FIRST,
+    LEXICAL_WEIGHT,
+    questions_asked,
+    ranked,
+)
 from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
@@ -87,6 +94,31 @@ def test_bm25_orders_a_hand_made_pool(world: World) -> None:
         )
         for _, score, _ in bm25
     ]
+
+
+def test_bm25_in_a_pool_crowded_with_hidden_matches(world: World) -> None:
+    """[R7, Q1] Where the pool holds far more rows of the query's terms than the reader's
+    entries could (`ENTRY_FIRST`), BM25 reads the reader's own entries' term rows instead
+    (test_search_plan shows the plan): the same scores, over what the reader may see alone."""
+    for index in range(40):
+        pin(world, world.bob, f"Bob's green tea note {index}: the kettle is in the hall.")
+    contents = {
+        "often": "Green tea, green tea and more green tea: Alice drinks it all day.",
+        "once": "Alice drinks green tea in the morning before the stand-up meeting.",
+        "tea": "Tea ceremonies in Kyoto take about an hour.",
+        "coffee": "Alice's coffee is black, no sugar.",
+    }
+    ids = {name: pin(world, world.alice, text).id for name, text in contents.items()}
+    terms = query_terms("green teas")
+    assert len(terms) * 40 > ENTRY_FIRST * len(terms) * len(contents)  # crowded
+    with pool_read(world.bot.id):
+        bm25 = ranked(pool_id=world.bot.id, reader=reader(world, world.alice), terms=terms)
+    expected = reference_scores(
+        {ids[name]: text for name, text in contents.items()}, "green teas", admitted=4
+    )
+    assert [entry_id for entry_id, _, _ in bm25] == [ids["often"], ids["once"], ids["tea"]]
+    for entry_id, score, _ in bm25:
+        assert score == pytest.approx(expected[entry_id], abs=1e-5)
 
 
 def test_equal_scores_keep_memory_order(world: World) -> None:
