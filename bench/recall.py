@@ -13,11 +13,12 @@ The world is `bench.pool`'s (1,000 people, 50 channels); the reader is its chose
 two channels). A pool of `size` entries gives the reader min(1,000, 30 % of size) facts of
 their own and of their channels; the rest are other people's and other channels' facts.
 Per pool: recall@1/@5/@10 of `search` and of the recent order over the same questions, and
-`search(limit=10)` p50/p95 next to its floor (reading and decrypting exactly the entries it
-returned, by id), with queries and decryptions of one call. Search is timed twice [R7]: fresh,
-as on a new install or a server without autovacuum (the pool as loaded, without planner
-statistics: those of an earlier run are forgotten first), then analyzed (after `VACUUM
-ANALYZE`, what autovacuum would have done); each time next to its floor.
+`search(limit=10)` p50/p95 through the route (`GET …/memory/search`, as [R5] sets its target)
+next to its floor (reading and decrypting exactly the entries it returned, by id), with
+queries and decryptions of one call. Search is timed twice [R7]: fresh, as on a new install or
+a server without autovacuum (the pool as loaded, without planner statistics: those of an
+earlier run are forgotten first), then analyzed (after `VACUUM ANALYZE`, what autovacuum would
+have done); each time next to its floor.
 """
 
 import random
@@ -29,9 +30,10 @@ from bench import recall_dialogs
 from bench.timing import Timing, cost_of
 from memory.access import Reader, visible_entries, visible_in_order
 from memory.lock import pool_read
-from memory.models import Entry
+from memory.models import Entry, EntryVector
 from memory.search import search
 from memory.services import ImportedEntry, ItemEvidence, entries_import
+from memory.vectors import vectors_fill
 from openbot import ids, services
 from openbot.fields import readable_values
 from openbot.models import Bot
@@ -98,6 +100,8 @@ class Row:
     queries: int
     decryptions: int
     returned: int
+    # The vectors of the entries the reader sees, which hybrid search scores [R6].
+    scored: int
 
 
 class _Plan:
@@ -228,9 +232,9 @@ def measure(built: RecallPool, world: bench_pool.World, *, runs: int) -> Row:
     texts = [question.text for question in built.questions]
     calls = [(built.bot, reader, text) for text in texts]
     bench_pool.statistics_forget()
-    fresh, fresh_floor = recall_dialogs.search_timed(calls, runs, route=False)
+    fresh, fresh_floor = recall_dialogs.search_timed(calls, runs, route=True)
     bench_pool.settle()
-    timing, floor = recall_dialogs.search_timed(calls, runs, route=False)
+    timing, floor = recall_dialogs.search_timed(calls, runs, route=True)
     with pool_read(built.bot.id):
         recent = [
             entry_id
@@ -257,6 +261,7 @@ def measure(built: RecallPool, world: bench_pool.World, *, runs: int) -> Row:
         queries=cost.queries,
         decryptions=cost.decryptions,
         returned=len(entries),
+        scored=EntryVector.objects.filter(entry_id__in=recent).count(),
     )
 
 
@@ -266,7 +271,7 @@ def table(rows: list[Row]) -> str:
         f"{'recent @1':>9} {'@5':>5} {'@10':>5}  "
         f"{'fresh p50':>9} {'p95':>6} {'floor p50':>9} {'p95':>5}  "
         f"{'analyzed p50':>12} {'p95':>6} {'floor p50':>9} {'p95':>5}  "
-        f"{'returned':>8} {'decrypts':>8} {'queries':>7}"
+        f"{'returned':>8} {'vectors':>7} {'decrypts':>8} {'queries':>7}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
@@ -279,15 +284,16 @@ def table(rows: list[Row]) -> str:
             f"{row.fresh_floor.p50_ms:>9.2f} {row.fresh_floor.p95_ms:>5.2f}  "
             f"{row.timing.p50_ms:>12.2f} {row.timing.p95_ms:>6.2f} "
             f"{row.floor.p50_ms:>9.2f} {row.floor.p95_ms:>5.2f}  "
-            f"{row.returned:>8} {row.decryptions:>8} {row.queries:>7}"
+            f"{row.returned:>8} {row.scored:>7} {row.decryptions:>8} {row.queries:>7}"
         )
     return "\n".join(lines)
 
 
 def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
     """Build the pools (or reuse an earlier run's), print the figures; whether search met
-    [R4]'s p50 ≤ 20 ms analyzed, [R7]'s fresh p50 within 2× of analyzed, and decrypted only
-    what it returned."""
+    [R5]'s p50 ≤ 25 ms over HTTP analyzed (which sharpens [R4]'s 20 ms through the Python
+    API, for BM25 alone), [R7]'s fresh p50 within 2× of analyzed, and decrypted only what it
+    returned and the vectors it scored [R6]."""
     world = bench_pool.world_find()
     if world is None:
         world = bench_pool.world_build()
@@ -304,13 +310,17 @@ def run(*, sizes: list[int], runs: int, reuse: bool) -> bool:
         else:
             Bot.objects.filter(organization=world.organization, name=name).delete()
             bot = pool_build(world, size)
+        started = time.perf_counter()
+        # What the worker does after an import [R6]; a reused pool's vectors are all there.
+        written = vectors_fill(bot.id)
+        print(f"wrote {written:,} vectors in {time.perf_counter() - started:.0f} s")
         rows.append(measure(questions_of(world, bot, size), world, runs=runs))
     if rows:
         print()
         print(table(rows))
     return dialogs.met and all(
-        row.timing.p50_ms <= 20.0
+        row.timing.p50_ms <= 25.0
         and row.fresh.p50_ms <= 2 * row.timing.p50_ms
-        and row.decryptions <= row.returned
+        and row.decryptions <= row.returned + row.scored
         for row in rows
     )
