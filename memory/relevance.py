@@ -58,7 +58,8 @@ IN_TIME_WEIGHT = 0.5
 # A query that asks several questions: each is ranked on its own.
 MAX_PARTS = 3
 QUESTION_END = re.compile(r"(?<=\?)\s+")
-# Question vectors are computed here, while the database answers.
+# Question vectors are computed, and the vectors a search scores decrypted, here, while the
+# database answers.
 # One thread per CPU this process may use (every CPU where the platform cannot tell).
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 _THREADS = ThreadPoolExecutor(max_workers=_CPUS or 1, thread_name_prefix="meaning")
@@ -298,10 +299,11 @@ def hybrid_ranked(
     named = time_named(query, now_ms()) if asks(query) else None
     parts = questions_asked(query if named is None else named.rest)
     questions = [_question(part) for part in parts]
-    # The question's vector is computed while the database answers both statements; the
-    # vectors are decrypted after them, on this thread: beside it, the two took turns at the
-    # interpreter.
+    # The question's vector is computed while the database answers both statements, and the
+    # vectors are decrypted while it answers BM25's, each in a search thread (ONNX Runtime
+    # lets go of the interpreter while it computes).
     sealed = _sealed_vectors(pool_id=pool_id, reader=reader)
+    opening = _THREADS.submit(_vectors_opened, sealed)
     lexical = [
         ranked(
             pool_id=pool_id,
@@ -311,7 +313,7 @@ def hybrid_ranked(
         )
         for part in parts
     ]
-    opened = _vectors_opened(sealed)
+    opened = opening.result()
     cosines = _similarities(opened, questions)
     lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
     lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
