@@ -17,6 +17,8 @@ content (`Entry.vector`, as `vector_seal` writes it), never in plain.
 
 import base64
 import importlib.util
+import json
+import struct
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -25,7 +27,6 @@ from typing import Any
 import numpy as np
 import onnxruntime
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
-from safetensors.numpy import load as safetensors_load
 from threadpoolctl import threadpool_limits
 from tokenizers import Tokenizer
 
@@ -35,6 +36,8 @@ LAYERS = 6
 HEADS = 12
 MAX_TOKENS = 128
 GELU_CUBE, GELU_SCALE = 0.044715, 0.7978845608
+SAFETENSORS_TYPES = {"F32": np.float32, "I64": np.int64}
+READ_PIECE = 1 << 20
 # What is looked up in numpy before the graph: the token, position and type embeddings, and
 # their norm.
 EMBEDDINGS = (
@@ -161,11 +164,38 @@ def model_files() -> tuple[dict[str, np.ndarray], Tokenizer]:
     # Found, not imported: the package prints on import.
     archive = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
     with zipfile.ZipFile(archive) as model:
-        weights = safetensors_load(model.read("model.safetensors"))
+        weights = _tensors(model, "model.safetensors")
         tokenizer = Tokenizer.from_str(model.read("tokenizer.json").decode())
     tokenizer.no_padding()
     tokenizer.enable_truncation(MAX_TOKENS)
     return weights, tokenizer
+
+
+def _tensors(archive: zipfile.ZipFile, name: str) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file in `archive` (an 8-byte header length, a JSON header
+    of each tensor's type, shape and place, then the data), as views of one buffer that is
+    decompressed into piece by piece: read whole, the compressed file, the plain one and
+    copies of the tensors were held at once, the most memory a process with the model ever
+    used."""
+    data = bytearray(archive.getinfo(name).file_size)
+    view = memoryview(data)
+    with archive.open(name) as stream:
+        done = 0
+        while piece := stream.read(READ_PIECE):
+            view[done : done + len(piece)] = piece
+            done += len(piece)
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    header.pop("__metadata__", None)
+    tensors = {}
+    for key, tensor in header.items():
+        begin, end = tensor["data_offsets"]
+        dtype = np.dtype(SAFETENSORS_TYPES[tensor["dtype"]])
+        flat = np.frombuffer(
+            data, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=8 + length + begin
+        )
+        tensors[key] = flat.reshape(tensor["shape"])
+    return tensors
 
 
 class _MiniLM:
