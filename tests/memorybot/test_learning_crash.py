@@ -11,14 +11,17 @@ broker answers on 127.0.0.1 (Redis on 6379, RabbitMQ on 5672).
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pika
 import pika.exceptions
@@ -54,7 +57,6 @@ from tests.memorybot.learning_world import (
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = "redis://127.0.0.1:6379/11"
-RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 LEARNING_QUEUES = ("learning", "learning.DQ", "learning.XQ")  # what dramatiq declares
 STEP_SECONDS = 3  # a lease is one step plus the margin: 4 s
 RECOVERY_SECONDS = 0.5
@@ -99,13 +101,35 @@ def broker_state(worker: "Worker", runs: list[LearningRun]) -> dict[str, Any]:
             for key in redis_keys(worker.namespace)
         }
     else:
-        state["rabbitmq"] = rabbitmq_queues()
+        state["rabbitmq"] = rabbitmq_queues(worker.namespace)
     return state
 
 
-def rabbitmq_queues() -> dict[str, tuple[int, int] | None]:
+def rabbitmq_url(vhost: str) -> str:
+    return f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}"
+
+
+@contextmanager
+def rabbitmq_vhost() -> Iterator[str]:
+    """A virtual host of the test's own, RabbitMQ's namespace: no other process on this broker
+    (another test run, a worker one left) declares, takes or deletes the test's queues. CI saw
+    the learning queues of the default host vanish between two recovery passes."""
+    name = f"openbot-test-{os.urandom(8).hex()}"
+    rabbitmqctl("add_vhost", name)
+    try:
+        rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+        yield name
+    finally:
+        rabbitmqctl("delete_vhost", name)
+
+
+def rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "--quiet", *args], check=True, capture_output=True, timeout=60)
+
+
+def rabbitmq_queues(vhost: str) -> dict[str, tuple[int, int] | None]:
     queues: dict[str, tuple[int, int] | None] = {}
-    with pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)) as amqp:
+    with pika.BlockingConnection(pika.URLParameters(rabbitmq_url(vhost))) as amqp:
         for name in LEARNING_QUEUES:
             channel = amqp.channel()  # a failed passive declare closes its channel
             try:
@@ -117,8 +141,8 @@ def rabbitmq_queues() -> dict[str, tuple[int, int] | None]:
     return queues
 
 
-def flush_rabbitmq(namespace: str) -> None:
-    with pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)) as amqp:
+def flush_rabbitmq(vhost: str) -> None:
+    with pika.BlockingConnection(pika.URLParameters(rabbitmq_url(vhost))) as amqp:
         channel = amqp.channel()
         for name in LEARNING_QUEUES:
             channel.queue_delete(queue=name)
@@ -133,7 +157,7 @@ def redis_answers() -> bool:
 
 def rabbitmq_answers() -> bool:
     try:
-        pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)).close()
+        pika.BlockingConnection(pika.URLParameters(rabbitmq_url("/"))).close()
     except (pika.exceptions.AMQPError, OSError):
         return False
     return True
@@ -142,10 +166,13 @@ def rabbitmq_answers() -> bool:
 # Asked when the module is collected, which may be while another process's tests use the
 # brokers (a restarted xdist worker collects again): so only asked, never flushed.
 needs_redis = pytest.mark.skipif(not redis_answers(), reason="needs Redis on 127.0.0.1")
-needs_rabbitmq = pytest.mark.skipif(not rabbitmq_answers(), reason="needs RabbitMQ on 127.0.0.1")
+needs_rabbitmq = pytest.mark.skipif(
+    not (rabbitmq_answers() and shutil.which("rabbitmqctl")),
+    reason="needs RabbitMQ on 127.0.0.1 and rabbitmqctl",
+)
 BROKERS = [
-    pytest.param((REDIS_URL, flush_redis), id="redis", marks=needs_redis),
-    pytest.param((RABBITMQ_URL, flush_rabbitmq), id="rabbitmq", marks=needs_rabbitmq),
+    pytest.param("redis", id="redis", marks=needs_redis),
+    pytest.param("rabbitmq", id="rabbitmq", marks=needs_rabbitmq),
 ]
 
 # One real Redis and RabbitMQ, whose queues these tests flush: one test at a time in `make test`.
@@ -160,9 +187,11 @@ class Worker:
     """`manage.py rundramatiq --processes 1 --threads 1` in a session of its own, so that
     SIGKILL reaches the dramatiq main process and its worker process at once."""
 
-    def __init__(self, env: dict[str, str], log: Path, flush: Callable[[str], None]) -> None:
-        self.env, self.log, self._flush = env, log, flush
-        self.namespace = env.get("OPENBOT_BROKER_NAMESPACE", "")
+    def __init__(
+        self, env: dict[str, str], log: Path, namespace: str, flush: Callable[[str], None]
+    ) -> None:
+        """`namespace`: the test's own on the broker (a Redis key prefix, a RabbitMQ host)."""
+        self.env, self.log, self.namespace, self._flush = env, log, namespace, flush
         self.process: subprocess.Popen[bytes] | None = None
 
     def lose_queue(self) -> None:
@@ -245,24 +274,27 @@ def worker(
     request: pytest.FixtureRequest, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> Iterator[Worker]:
     """A worker on the broker and on this test's database, with short steps, leases and
-    recovery (Redis unless a test asks for more brokers)."""
-    url, flush = request.param
-    env = {
-        **worker_environment(broker_url=url, model_url=fake_openai.base_url),
-        "DJANGO_SETTINGS_MODULE": "settings.test",
-        "OPENBOT_LEARNING_STEP_SECONDS": str(STEP_SECONDS),
-        "OPENBOT_LEARNING_LEASE_MARGIN_SECONDS": "1",
-        "OPENBOT_RECOVERY_SECONDS": str(RECOVERY_SECONDS),
-    }
-    if url == REDIS_URL:  # RabbitMQ refuses a namespace: its queues are flushed instead
-        env["OPENBOT_BROKER_NAMESPACE"] = f"openbot-test-{os.urandom(8).hex()}"
-    process = Worker(env, tmp_path / "worker.log", flush)
-    process.lose_queue()
-    try:
+    recovery (Redis unless a test asks for more brokers), in a namespace of the test's own."""
+    flush: Callable[[str], None]
+    with ExitStack() as cleanup:
+        if request.param == "redis":
+            namespace, url, flush = f"openbot-test-{os.urandom(8).hex()}", REDIS_URL, flush_redis
+            cleanup.callback(flush_redis, namespace)
+            extra = {"OPENBOT_BROKER_NAMESPACE": namespace}
+        else:  # a RabbitMQ URL refuses a namespace: the test's host is in the URL
+            namespace = cleanup.enter_context(rabbitmq_vhost())
+            url, flush, extra = rabbitmq_url(namespace), flush_rabbitmq, {}
+        env = {
+            **worker_environment(broker_url=url, model_url=fake_openai.base_url),
+            "DJANGO_SETTINGS_MODULE": "settings.test",
+            "OPENBOT_LEARNING_STEP_SECONDS": str(STEP_SECONDS),
+            "OPENBOT_LEARNING_LEASE_MARGIN_SECONDS": "1",
+            "OPENBOT_RECOVERY_SECONDS": str(RECOVERY_SECONDS),
+            **extra,
+        }
+        process = Worker(env, tmp_path / "worker.log", namespace, flush)
+        cleanup.callback(process.stop)
         yield process
-    finally:
-        process.stop()
-        process.lose_queue()
 
 
 def wait_until(
