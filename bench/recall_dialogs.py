@@ -48,13 +48,13 @@ def _recent(bot: Bot, reader: Reader, text: str) -> list[str]:
 def _bm25(bot: Bot, reader: Reader, text: str) -> list[str]:
     with pool_read(bot.id):
         found = ranked(pool_id=bot.id, reader=reader, terms=query_terms(text), limit=TOP)
-    return [entry_id for entry_id, _, _ in found]
+    return [entry_id for entry_id, _ in found]
 
 
 def _dense(bot: Bot, reader: Reader, text: str) -> list[str]:
     with pool_read(bot.id):
         found = meaning_ranked(pool_id=bot.id, reader=reader, query=text)
-    return [entry_id for entry_id, _, _ in found[:TOP]]
+    return [entry_id for entry_id, _ in found[:TOP]]
 
 
 def _hybrid(bot: Bot, reader: Reader, text: str) -> list[str]:

@@ -67,8 +67,8 @@ _THREADS = ThreadPoolExecutor(max_workers=_CPUS or 1, thread_name_prefix="meanin
 
 def ranked(
     *, pool_id: str, reader: Reader, terms: list[str], limit: int | None = None
-) -> list[tuple[str, float, int]]:
-    """(id, score, content length) of the active entries `reader` may see that hold one of
+) -> list[tuple[str, float]]:
+    """(id, score) of the active entries `reader` may see that hold one of
     `terms`, most relevant first, at most `limit`; read it under the pool's lock.
 
     One statement whose plan is fixed by its form, so that its cost does not hang on the plan
@@ -175,7 +175,7 @@ def ranked(
             FROM hits h JOIN idf i ON i.term = h.term CROSS JOIN stats s
             GROUP BY h.entry_id
         )
-        SELECT e.id, sc.score, e.content_length
+        SELECT e.id, sc.score
         FROM scored sc JOIN {entry_table} e ON e.id = sc.entry_id
         ORDER BY sc.score DESC, e.rank, e.updated_at DESC, e.id
     """
@@ -190,7 +190,7 @@ def ranked(
         params.append(limit)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(entry_id, float(score), length) for entry_id, score, length in cursor.fetchall()]
+        return [(entry_id, float(score)) for entry_id, score in cursor.fetchall()]
 
 
 def _question(query: str) -> Future[np.ndarray]:
@@ -201,22 +201,21 @@ def _question(query: str) -> Future[np.ndarray]:
 
 class _Vectors(NamedTuple):
     entry_ids: list[str]
-    lengths: list[int]
     matrix: np.ndarray
     # The entries that only ask (`vector_seal`).
     asking: frozenset[str]
 
 
 def _sealed_vectors(*, pool_id: str, reader: Reader) -> list[dict[str, Any]]:
-    """The vectors, as stored, and content lengths of every active entry `reader` may see that
-    has a vector, read in one statement compiled once per reader shape (`_vectors_opened`
-    decrypts them)."""
+    """The vectors, as stored, of every active entry `reader` may see that has a vector, read
+    in one statement compiled once per reader shape (`_vectors_opened` decrypts them); the
+    entries' own rows are not read again for them."""
     shape = shape_of(pool_id=pool_id, reader=reader)
 
     def build() -> QuerySet[Any, Any]:
         seen = visible_entries(pool_id=shape.pool_id, reader=shape.reader, active_only=True)
         vectors = EntryVector.objects.filter(entry_id__in=seen.values("id"))
-        return sealed_values(vectors, "entry", "entry__content_length", "vector")
+        return sealed_values(vectors, "entry", "vector")
 
     return compiled(("vectors", shape.key), build).rows(shape.values)
 
@@ -231,46 +230,38 @@ def _vectors_opened(rows: list[dict[str, Any]]) -> _Vectors:
     )
     return _Vectors(
         entry_ids=entry_ids,
-        lengths=[row["entry__content_length"] for row in opened],
         matrix=matrix,
         asking=asking,
     )
 
 
-def _similarities(
-    found: _Vectors, questions: list[Future[np.ndarray]]
-) -> dict[str, tuple[list[float], int]]:
-    """Each entry's cosines to each of the `questions`' vectors, and its content length."""
+def _similarities(found: _Vectors, questions: list[Future[np.ndarray]]) -> dict[str, list[float]]:
+    """Each entry's cosines to each of the `questions`' vectors."""
     if not found.entry_ids:
         for question in questions:
             question.cancel()
         return {}
     asked = np.stack([question.result() for question in questions], axis=1)
     cosines = np.round(found.matrix @ asked, 6)
-    return {
-        entry_id: (row_cosines.tolist(), length)
-        for entry_id, row_cosines, length in zip(
-            found.entry_ids, cosines, found.lengths, strict=True
-        )
-    }
+    return dict(zip(found.entry_ids, cosines.tolist(), strict=True))
 
 
-def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[str, float, int]]:
-    """(id, cosine, content length) of the active entries `reader` may see that are close
+def meaning_ranked(*, pool_id: str, reader: Reader, query: str) -> list[tuple[str, float]]:
+    """(id, cosine) of the active entries `reader` may see that are close
     to `query` in meaning (cosine ≥ `MIN_SIMILARITY`), closest first; read it under the
     pool's lock."""
     question = _question(query)
     found = _similarities(
         _vectors_opened(_sealed_vectors(pool_id=pool_id, reader=reader)), [question]
     )
-    close = [(entry_id, cosines[0], length) for entry_id, (cosines, length) in found.items()]
+    close = [(entry_id, cosines[0]) for entry_id, cosines in found.items()]
     return sorted((row for row in close if row[1] >= MIN_SIMILARITY), key=lambda row: -row[1])
 
 
 def hybrid_ranked(
     *, pool_id: str, reader: Reader, query: str, limit: int | None = None
-) -> list[tuple[str, float, int]]:
-    """[R6] (id, score, content length) of the active entries `reader` may see that hold a
+) -> list[tuple[str, float]]:
+    """[R6] (id, score) of the active entries `reader` may see that hold a
     term of `query` (BM25, `ranked`) or are close to it in meaning (`meaning_ranked`), best
     first, at most `limit`; read it under the pool's lock.
 
@@ -315,8 +306,6 @@ def hybrid_ranked(
     ]
     opened = opening.result()
     cosines = _similarities(opened, questions)
-    lengths = {entry_id: length for entry_id, (_, length) in cosines.items()}
-    lengths |= {entry_id: length for found in lexical for entry_id, _, length in found}
     fused = [_fused(found, cosines, part, opened.asking) for part, found in enumerate(lexical)]
     scores = fused[0] if len(fused) == 1 else _best_shares(fused)
     if named is not None and scores:
@@ -328,7 +317,7 @@ def hybrid_ranked(
     rounded = {entry_id: round(score, 6) for entry_id, score in scores.items()}
     order = sorted(rounded, key=lambda entry_id: -rounded[entry_id])
     best = _repeats_last(order, opened, limit)
-    return [(entry_id, rounded[entry_id], lengths[entry_id]) for entry_id in best]
+    return [(entry_id, rounded[entry_id]) for entry_id in best]
 
 
 def _repeats_last(order: list[str], vectors: _Vectors, limit: int | None) -> list[str]:
@@ -366,15 +355,15 @@ def questions_asked(text: str) -> list[str]:
 
 
 def _fused(
-    lexical: list[tuple[str, float, int]],
-    cosines: dict[str, tuple[list[float], int]],
+    lexical: list[tuple[str, float]],
+    cosines: dict[str, list[float]],
     part: int,
     asking: frozenset[str],
 ) -> dict[str, float]:
     """The hybrid score of each entry one part of a query finds (see `hybrid_ranked`), in
     BM25's order, then the meaning order."""
-    scores = {entry_id: LEXICAL_WEIGHT * _lexical_share(bm25) for entry_id, bm25, _ in lexical}
-    for entry_id, (cosine, _) in sorted(cosines.items(), key=lambda item: -item[1][0][part]):
+    scores = {entry_id: LEXICAL_WEIGHT * _lexical_share(bm25) for entry_id, bm25 in lexical}
+    for entry_id, cosine in sorted(cosines.items(), key=lambda item: -item[1][part]):
         if entry_id in scores or cosine[part] >= MIN_SIMILARITY:
             scores[entry_id] = scores.get(entry_id, 0.0) + (1 - LEXICAL_WEIGHT) * cosine[part]
     return {
@@ -409,5 +398,7 @@ def relevant_in_order(*, pool_id: str, reader: Reader, query: str) -> list[tuple
     or meaning, most relevant first, for `context`: its first `CONTEXT_QUERY_WORDS`
     words count."""
     text = " ".join(query.split()[:CONTEXT_QUERY_WORDS])
-    found = hybrid_ranked(pool_id=pool_id, reader=reader, query=text)
-    return [(entry_id, length) for entry_id, _, length in found]
+    found = [entry_id for entry_id, _ in hybrid_ranked(pool_id=pool_id, reader=reader, query=text)]
+    # Read here, for what was found only: search itself does not need them.
+    lengths = dict(Entry.objects.filter(id__in=found).values_list("id", "content_length"))
+    return [(entry_id, lengths[entry_id]) for entry_id in found]

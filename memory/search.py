@@ -38,7 +38,7 @@ def search(bot: Bot, reader: Reader, query: str, limit: int) -> tuple[list[dict[
     with pool_read(pool_id):
         reader = reader.as_of_now()
         found = hybrid_ranked(pool_id=pool_id, reader=reader, query=query, limit=limit)
-        scores = {entry_id: score for entry_id, score, _ in found}
+        scores = dict(found)
         # An entry no key opens is left out.
         rows = {
             row["id"]: row

@@ -85,14 +85,14 @@ def test_bm25_orders_a_hand_made_pool(world: World) -> None:
         bm25 = ranked(
             pool_id=world.bot.id, reader=reader(world, world.alice), terms=query_terms("green teas")
         )
-    assert [entry_id for entry_id, _, _ in bm25] == [entry["id"] for entry in found]
-    for entry_id, score, _ in bm25:
+    assert [entry_id for entry_id, _ in bm25] == [entry["id"] for entry in found]
+    for entry_id, score in bm25:
         assert score == pytest.approx(expected[entry_id], abs=1e-5)
     assert [entry["score"] for entry in found] == [
         pytest.approx(
             LEXICAL_WEIGHT * min(score, BM25_CAP) / BM25_CAP * min(1, score / BM25_FULL), abs=1e-6
         )
-        for _, score, _ in bm25
+        for _, score in bm25
     ]
 
 
@@ -116,8 +116,8 @@ def test_bm25_in_a_pool_crowded_with_hidden_matches(world: World) -> None:
     expected = reference_scores(
         {ids[name]: text for name, text in contents.items()}, "green teas", admitted=4
     )
-    assert [entry_id for entry_id, _, _ in bm25] == [ids["often"], ids["once"], ids["tea"]]
-    for entry_id, score, _ in bm25:
+    assert [entry_id for entry_id, _ in bm25] == [ids["often"], ids["once"], ids["tea"]]
+    for entry_id, score in bm25:
         assert score == pytest.approx(expected[entry_id], abs=1e-5)
 
 
