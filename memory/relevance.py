@@ -32,7 +32,7 @@ from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from memory.when import asks, time_named
 from openbot.clock import now_ms
-from openbot.compiled import compiled
+from openbot.compiled import compiled, cursor
 from openbot.fields import readable_rows, sealed_values
 
 K1 = 1.2
@@ -99,31 +99,34 @@ def ranked(
     terms_table = connection.ops.quote_name(EntryTerm._meta.db_table)
     tags_table = connection.ops.quote_name(EntryTag._meta.db_table)
     entry_table = connection.ops.quote_name(Entry._meta.db_table)
-    term_marks = ", ".join(["%s"] * len(hashes))
-    tag_marks = ", ".join(["%s"] * len(reader.for_tags))
+    # On PostgreSQL each list is bound as one array: the statement's text is then the same
+    # for every query of a reader shape, and is prepared once per connection (`cursor`).
+    postgresql = connection.vendor == "postgresql"
+    tag_in, tag_values = _one_of(reader.for_tags, array=postgresql)
+    term_in, term_values = _one_of(hashes, array=postgresql)
     # An admitted entry's own term rows, by the entry (`one_term_per_entry`): on PostgreSQL
     # a lateral subquery that is not pulled up (OFFSET 0) runs for each admitted entry, by
     # construction; SQLite's joins are loops, the outer one here the admitted entries.
-    if connection.vendor == "postgresql":
+    if postgresql:
         by_entry = f"""(SELECT DISTINCT entry_id FROM admitting) a CROSS JOIN LATERAL (
                 SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
-                WHERE t.entry_id = a.entry_id AND t.term IN ({term_marks}) OFFSET 0
+                WHERE t.entry_id = a.entry_id AND t.term {term_in} OFFSET 0
             ) o"""
     else:
         by_entry = f"""(SELECT DISTINCT entry_id FROM admitting) a JOIN {terms_table} o
-                ON o.entry_id = a.entry_id AND o.term IN ({term_marks})"""
-    cap = f"CAST({ENTRY_FIRST * len(hashes)} * COUNT(*) AS INTEGER)"
+                ON o.entry_id = a.entry_id AND o.term {term_in}"""
+    cap = "CAST(%s * COUNT(*) AS INTEGER)"
     # A row of `found` without a term is an admitting tag row (an entry may have several).
     # N: the entries whose `for:`
     # tag admits the reader. K1 and B are literals and `1.0 *` keeps the arithmetic numeric
     # (exact) on PostgreSQL, real on SQLite.
     sql = f"""
         WITH admitting AS MATERIALIZED (
-            SELECT a.entry_id FROM {tags_table} a WHERE a.bot_id = %s AND a.tag IN ({tag_marks})
+            SELECT a.entry_id FROM {tags_table} a WHERE a.bot_id = %s AND a.tag {tag_in}
         ),
         pooled AS MATERIALIZED (
             SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
-            WHERE t.bot_id = %s AND t.term IN ({term_marks})
+            WHERE t.bot_id = %s AND t.term {term_in}
             LIMIT (SELECT {cap} + 1 FROM admitting)
         ),
         crowded AS MATERIALIZED (
@@ -179,18 +182,28 @@ def ranked(
         FROM scored sc JOIN {entry_table} e ON e.id = sc.entry_id
         ORDER BY sc.score DESC, e.rank, e.updated_at DESC, e.id
     """
+    cap_per_entry = ENTRY_FIRST * len(hashes)
     params = [
-        *(pool_id, *reader.for_tags),
-        *(pool_id, *hashes),
-        *hashes,
+        *(pool_id, *tag_values),
+        *(pool_id, *term_values, cap_per_entry),
+        cap_per_entry,
+        *term_values,
         *seen.params_for(shape.values),
     ]
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(entry_id, float(score)) for entry_id, score in cursor.fetchall()]
+    with cursor() as rows:
+        rows.execute(sql, params)
+        return [(entry_id, float(score)) for entry_id, score in rows.fetchall()]
+
+
+def _one_of(values: list[str], *, array: bool) -> tuple[str, list[Any]]:
+    """SQL that what precedes it is one of `values`, and its parameters: with `array`, one
+    array."""
+    if array:
+        return "= ANY(%s)", [values]
+    return f"IN ({', '.join(['%s'] * len(values))})", values
 
 
 def _question(query: str) -> Future[np.ndarray]:

@@ -7,6 +7,9 @@ with statistics did (the cost of such a plan grows with what the reader may see 
 pool, not with what matches). Only where the pool's rows of the query's terms far outnumber
 what the reader's entries could hold does the statement look up each admitted entry's own,
 by its form, not by the planner's choice.
+
+The statement is bound on the server and prepared: each connection runs one generic plan
+(settings.base), made without the values. That plan is the one explained here.
 """
 
 import json
@@ -15,11 +18,11 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from memory.relevance import ENTRY_FIRST
 from memory.search import search
 from memory.terms import query_terms
+from openbot.compiled import Compiled
 from tests.conftest import World
 from tests.memory.test_decryptions import pin
 from tests.memory.test_search import reader
@@ -35,10 +38,37 @@ def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from plan_nodes(child)
 
 
-def explained(statement: str) -> dict[str, Any]:
+# The PostgreSQL type of each kind of parameter the search statement binds (a choice of a
+# model's is a `str`; a `bool` is an `int`, so it comes first).
+TYPES = ((bool, "boolean"), (str, "text"), (list, "text[]"), (float, "float8"), (int, "int8"))
+
+
+def searched(query: str, world: World) -> tuple[list[dict[str, Any]], tuple[str, list[Any]]]:
+    """The entries `search` finds for Alice, and BM25's statement (SQL, parameters) as sent."""
+    sent: list[tuple[str, list[Any]]] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, list(params or [])))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        found, _ = search(world.bot, reader(world, world.alice), query, 10)
+    return found, next(statement for statement in sent if "memory_entryterm" in statement[0])
+
+
+def explained(statement: tuple[str, list[Any]]) -> dict[str, Any]:
+    """The generic plan of `statement`, prepared as the server runs it, and run."""
+    sql, params = statement
+    types = ", ".join(
+        next(name for kind, name in TYPES if isinstance(param, kind)) for param in params
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE searched ({types}) AS {Compiled(sql, (*params,), ()).native_sql}")
+        marks = ", ".join(["%s"] * len(params))
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE searched ({marks})", params)
         (result,) = cursor.fetchone()
+        cursor.execute("DEALLOCATE searched")
     return (json.loads(result) if isinstance(result, str) else result)[0]["Plan"]
 
 
@@ -55,12 +85,11 @@ def test_a_never_analyzed_pool_is_searched_from_the_query_terms(world: World) ->
     pin(world, world.alice, "The wifi in Leipzig is slow on Fridays.")
     for index in range(20):
         pin(world, world.bob, f"Bob's wifi note {index}: the router is in the hall.")
-    with CaptureQueriesContext(connection) as queries:
-        found, _ = search(world.bot, reader(world, world.alice), "office wifi password", 10)
+    found, statement = searched("office wifi password", world)
     assert [entry["content"] for entry in found][:1] == [
         "The wifi password of the Graz office is orchid-42."
     ]
-    plan = explained(next(query["sql"] for query in queries if "memory_entryterm" in query["sql"]))
+    plan = explained(statement)
     scans = [
         node
         for node in plan_nodes(plan)
@@ -97,12 +126,11 @@ def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries
     for index in range(3):
         pin(world, world.alice, f"Alice's note {index} about the weekly planning meeting.")
     pin(world, world.alice, "The wifi password of the Graz office is orchid-42.")
-    with CaptureQueriesContext(connection) as queries:
-        found, _ = search(world.bot, reader(world, world.alice), "office wifi password", 10)
+    found, statement = searched("office wifi password", world)
     assert [entry["content"] for entry in found] == [
         "The wifi password of the Graz office is orchid-42."
     ]
-    plan = explained(next(query["sql"] for query in queries if "memory_entryterm" in query["sql"]))
+    plan = explained(statement)
     bound = int(ENTRY_FIRST * len(query_terms("office wifi password")) * 4)
     # The pool's term rows (120 of them hold a term) are read once, and cut at the bound...
     term_rows = [
