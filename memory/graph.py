@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef
 
+from memory.index import terms_delete
 from memory.models import (
     Closure,
     Entry,
     EntrySource,
     EntryTag,
-    EntryTerm,
     EntryVector,
     Evidence,
     Exclusion,
@@ -213,8 +213,9 @@ def entries_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     """
     for batch in id_batches(entry_ids):
         # Models nothing refers to: `delete()` is one DELETE … WHERE entry_id IN (…).
-        for model in (EntrySource, Evidence, Exclusion, EntryTerm, EntryTag, EntryVector):
+        for model in (EntrySource, Evidence, Exclusion, EntryTag, EntryVector):
             model.objects.filter(entry_id__in=batch).delete()
+        terms_delete(pool_id=pool_id, entry_ids=batch)
         # Entry is referred to (by the rows just deleted): the collector would load it, so the
         # statement is issued without it.
         Entry.objects.filter(bot_id=pool_id, id__in=batch)._raw_delete(connection.alias)

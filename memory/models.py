@@ -315,6 +315,26 @@ class EntryTerm(models.Model):
         return f"term of {self.entry_id}"
 
 
+class PoolTerm(models.Model):
+    """How many of a pool's entries hold a term (a keyed hash, as in EntryTerm): what BM25
+    reads to choose how to read the query's term rows, without reading them
+    (memory.relevance.ranked). Kept with the term rows by memory.index; a count that had
+    drifted would only choose the slower way, never change what is found."""
+
+    # Indexed by `one_count_per_pool_term`, which leads with the pool.
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
+    term = models.CharField(max_length=32)
+    entries = models.IntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["bot", "term"], name="one_count_per_pool_term")
+        ]
+
+    def __str__(self) -> str:
+        return f"term count of {self.bot_id}"
+
+
 class EntryVector(models.Model):
     """The meaning of an entry's content (memory.meaning), encrypted like content: a
     vector can be inverted to approximate its text. Written by the worker after the entry

@@ -27,7 +27,7 @@ from django.db.models.expressions import RawSQL
 
 from memory.access import Reader, visible_among, visible_entries
 from memory.meaning import meaning, vectors_open
-from memory.models import Entry, EntryTag, EntryTerm, EntryVector
+from memory.models import Entry, EntryTag, EntryTerm, EntryVector, PoolTerm
 from memory.shapes import shape_of
 from memory.terms import query_terms, term_hash
 from memory.when import asks, time_named
@@ -74,11 +74,12 @@ def ranked(
     One statement whose plan is fixed by its form, so that its cost does not hang on the plan
     PostgreSQL picks with planner statistics or without [R7]. It reads the reader's admitting
     `for:` tag rows once (`admitting`), and the query's term rows one of two ways, whichever
-    reads fewer: from the pool's term index, once (`pooled`), unless the pool holds more than
-    `ENTRY_FIRST` rows of the query's terms per admitted entry and term — rows mostly of
-    entries hidden from the reader, in a large pool with common words — in which case each
-    admitted entry's own term rows are looked up by the entry (`crowded`); so the cost follows
-    what the reader may see, not the pool [Q1]. Then: the entries that hold a term and are
+    reads fewer: from the pool's term index, once, unless the pool holds more than
+    `ENTRY_FIRST` rows of the query's terms per admitted entry and term (`crowded`, told by
+    the pool's term counts, not by reading the rows) — rows mostly of entries hidden from the
+    reader, in a large pool with common words — in which case each admitted entry's own term
+    rows are looked up by the entry; so the cost follows what the reader may see, not the pool
+    [Q1]. Either way the same rows are found. Then: the entries that hold a term and are
     admitted (`candidates`, by grouping, not by joining); those the one access rule lets the
     reader see for active use (`visible_among`, compiled once per reader shape,
     checked for the candidates only); their term rows, marked by grouping again; then scored.
@@ -97,6 +98,7 @@ def ranked(
 
     seen = compiled(("searchable", shape.key), build)
     terms_table = connection.ops.quote_name(EntryTerm._meta.db_table)
+    counts_table = connection.ops.quote_name(PoolTerm._meta.db_table)
     tags_table = connection.ops.quote_name(EntryTag._meta.db_table)
     entry_table = connection.ops.quote_name(Entry._meta.db_table)
     # On PostgreSQL each list is bound as one array: the statement's text is then the same
@@ -124,17 +126,13 @@ def ranked(
         WITH admitting AS MATERIALIZED (
             SELECT a.entry_id FROM {tags_table} a WHERE a.bot_id = %s AND a.tag {tag_in}
         ),
-        pooled AS MATERIALIZED (
-            SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
-            WHERE t.bot_id = %s AND t.term {term_in}
-            LIMIT (SELECT {cap} + 1 FROM admitting)
-        ),
         crowded AS MATERIALIZED (
-            SELECT COUNT(*) > (SELECT {cap} FROM admitting) AS yes FROM pooled
+            SELECT COALESCE(SUM(c.entries), 0) > (SELECT {cap} FROM admitting) AS yes
+            FROM {counts_table} c WHERE c.bot_id = %s AND c.term {term_in}
         ),
         found AS MATERIALIZED (
-            SELECT p.entry_id, p.term, p.frequency, p.length FROM pooled p
-            WHERE NOT (SELECT yes FROM crowded)
+            SELECT t.entry_id, t.term, t.frequency, t.length FROM {terms_table} t
+            WHERE t.bot_id = %s AND t.term {term_in} AND NOT (SELECT yes FROM crowded)
             UNION ALL
             SELECT o.entry_id, o.term, o.frequency, o.length FROM {by_entry}
             WHERE (SELECT yes FROM crowded)
@@ -185,8 +183,8 @@ def ranked(
     cap_per_entry = ENTRY_FIRST * len(hashes)
     params = [
         *(pool_id, *tag_values),
-        *(pool_id, *term_values, cap_per_entry),
-        cap_per_entry,
+        *(cap_per_entry, pool_id, *term_values),
+        *(pool_id, *term_values),
         *term_values,
         *seen.params_for(shape.values),
     ]

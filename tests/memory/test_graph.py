@@ -44,6 +44,7 @@ from memory.services import (
 from tests.conftest import World
 from tests.memory.builders import set_status
 from tests.memory.test_access_property import PoolModel, RefEntry, RefReader
+from tests.memory.test_search import assert_counts_agree
 
 ACTIVE, INVALIDATED = Entry.Status.ACTIVE, Entry.Status.INVALIDATED
 # Deep enough that rewriting the chain's closure (80 × 81 / 2 rows) would take more queries.
@@ -263,6 +264,7 @@ def test_a_purge_in_many_batches_deletes_every_row_of_every_purged_entry(
     for hanging in hanging_kinds:
         assert not hanging.objects.filter(entry_id__in=chain.ids).exists(), hanging
     assert not Entry.objects.filter(id__in=chain.ids).exists()
+    assert_counts_agree(world)
 
 
 def test_an_import_commits_in_batches_sources_first(world: World, model: PoolModel) -> None:

@@ -30,9 +30,10 @@ GET_LOG = 9 + LOCK
 # SQLite (`memory.services._logged`).
 LOGGED = 1 if connection.vendor == "postgresql" else 3
 # Remember: token, bot, BEGIN, the entry, its tags, search terms [R2] and evidence, one insert
-# each; its closure row and derived access data in two statements (`graph.refresh_new`: it
-# names no entry); the log; COMMIT; the new entry's tags and sources for the answer.
-REMEMBER = 11 + LOGGED + LOCK
+# each, and the pool's term counts in one upsert [Q1]; its closure row and derived access data
+# in two statements (`graph.refresh_new`: it names no entry); the log; COMMIT; the new entry's
+# tags and sources for the answer.
+REMEMBER = 12 + LOGGED + LOCK
 FORGET = 12 + LOGGED + LOCK
 # In-process: the rights (the first time in this process; later they are guessed) and one
 # statement: the entries as far as the limit reaches, with their contents, checked in its own

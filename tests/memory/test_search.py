@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Count
 from pytest_django.fixtures import Settings
 
 from memory.access import Reader
 from memory.forgetting import pool_purge
 from memory.lock import pool_read
-from memory.models import EntryTerm
+from memory.models import EntryTerm, PoolTerm
 from memory.relevance import (
     BM25_CAP,
     BM25_FULL,
@@ -57,6 +58,13 @@ def reference_scores(contents: dict[str, str], query: str, admitted: int) -> dic
             score += idf * c[term] / (c[term] + 1.2 * (1 - 0.75 + 0.75 * length / avgdl))
         scores[entry_id] = score
     return scores
+
+
+def assert_counts_agree(world: World) -> None:
+    """The pool's term counts are its term rows counted: a term no entry holds has none."""
+    held = EntryTerm.objects.filter(bot=world.bot).values("term").annotate(n=Count("*"))
+    counted = PoolTerm.objects.filter(bot=world.bot).values_list("term", "entries")
+    assert dict(counted) == {row["term"]: row["n"] for row in held}
 
 
 def url(world: World) -> str:
@@ -216,12 +224,21 @@ def test_context_with_a_query_follows_relevance_and_stops_at_the_first_overflow(
 
 
 def test_purge_removes_the_index_rows(world: World) -> None:
+    """[P4, Q1] Purge deletes the entry's term rows and counts them out of the pool's term
+    counts: a term only the purged entry held has no count left."""
     entry = group_fact(world, world.carol, "The offsite is in Lisbon.")
     kept = pin(world, world.alice, "Lisbon has good trams.")
+    pin(world, world.alice, "Lisbon again, for a count of two.")
     assert EntryTerm.objects.filter(entry_id=entry.id).exists()
+    assert PoolTerm.objects.get(bot=world.bot, term=term_hash("lisbon")).entries == 3
+    assert_counts_agree(world)
     pool_purge(pool_id=world.bot.id, tag=f"from:{world.carol.person.id}")
     assert not EntryTerm.objects.filter(entry_id=entry.id).exists()
     assert EntryTerm.objects.filter(entry_id=kept.id).exists()
+    assert PoolTerm.objects.get(bot=world.bot, term=term_hash("lisbon")).entries == 2
+    [offsite] = text_terms("offsite")
+    assert not PoolTerm.objects.filter(term=term_hash(offsite)).exists()
+    assert_counts_agree(world)
 
 
 def test_reindex_rekeys_the_index_after_a_key_change(world: World, settings: Settings) -> None:
@@ -240,6 +257,8 @@ def test_reindex_rekeys_the_index_after_a_key_change(world: World, settings: Set
     assert [item["id"] for item in search(world.bot, alice, "wifi", 5)[0]] == [entry.id]
     new = set(EntryTerm.objects.filter(entry_id=entry.id).values_list("term", flat=True))
     assert new.isdisjoint(old) and len(new) == len(old)
+    # The old key's term counts went with its rows.
+    assert_counts_agree(world)
 
 
 # --- The route [R1, A9] ----------------------------------------------------------------------

@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from memory.relevance import ENTRY_FIRST
 from memory.search import search
-from memory.terms import query_terms
 from openbot.compiled import Compiled
 from tests.conftest import World
 from tests.memory.test_decryptions import pin
@@ -76,7 +74,7 @@ def test_a_never_analyzed_pool_is_searched_from_the_query_terms(world: World) ->
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT COUNT(*) FROM pg_stats WHERE tablename IN"
-            " ('memory_entryterm', 'memory_entrytag', 'memory_entry')"
+            " ('memory_entryterm', 'memory_entrytag', 'memory_entry', 'memory_poolterm')"
         )
         assert cursor.fetchone() == (0,)  # no planner statistics
     for index in range(40):
@@ -93,7 +91,7 @@ def test_a_never_analyzed_pool_is_searched_from_the_query_terms(world: World) ->
     scans = [
         node
         for node in plan_nodes(plan)
-        if node.get("Relation Name") == "memory_entryterm"
+        if node.get("Relation Name") in {"memory_entryterm", "memory_poolterm"}
         or node.get("Index Name") == "tag_by_pool"
     ]
     assert scans
@@ -118,9 +116,9 @@ def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries
     world: World,
 ) -> None:
     """[Q1] When the pool holds many more rows of the query's terms than the reader has
-    entries (`ENTRY_FIRST` per entry and term), BM25 stops reading the pool's term rows at
-    that bound and looks up each admitted entry's own, once: its cost follows what the reader
-    may see, not how many hidden entries share a common word."""
+    entries (`ENTRY_FIRST` per entry and term), which the pool's term counts tell, BM25 does
+    not read the pool's term rows at all and looks up each admitted entry's own, once: its
+    cost follows what the reader may see, not how many hidden entries share a common word."""
     for index in range(60):
         pin(world, world.bob, f"Bob's wifi note {index}: the office router is in the hall.")
     for index in range(3):
@@ -131,15 +129,29 @@ def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries
         "The wifi password of the Graz office is orchid-42."
     ]
     plan = explained(statement)
-    bound = int(ENTRY_FIRST * len(query_terms("office wifi password")) * 4)
-    # The pool's term rows (120 of them hold a term) are read once, and cut at the bound...
-    term_rows = [
-        (node["Actual Loops"], node["Actual Rows"])
+    # The pool's counts of the query's terms are read once...
+    counts = [
+        node["Actual Loops"]
         for node in plan_nodes(plan)
-        if node.get("Relation Name") == "memory_entryterm"
+        if node.get("Relation Name") == "memory_poolterm"
     ]
-    assert (1, bound + 1) in term_rows
-    # ... then each of Alice's 4 entries' own term rows are looked up by the entry.
+    assert counts == [1]
+    # ... the pool's term rows (120 of them hold a term) never: the arm that reads them is
+    # gated on the pool not being crowded, and nothing under the gate runs ...
+    [gated] = [
+        node
+        for node in plan_nodes(plan)
+        if node.get("One-Time Filter", "").startswith("(NOT ")
+        and any(below.get("Relation Name") == "memory_entryterm" for below in plan_nodes(node))
+    ]
+    read = [
+        below["Actual Loops"]
+        for child in gated["Plans"]
+        if child["Parent Relationship"] == "Outer"
+        for below in plan_nodes(child)
+    ]
+    assert read and set(read) == {0}
+    # ... and each of Alice's 4 entries' own term rows are looked up by the entry.
     by_entry = [
         node["Actual Loops"]
         for node in plan_nodes(plan)
