@@ -57,6 +57,8 @@ def entries_index(*, bot_id: str, entries: Iterable[tuple[str, str]]) -> None:
 def terms_delete(*, pool_id: str, entry_ids: list[str]) -> None:
     """Delete the term rows of the pool's `entry_ids`, and count them out of the pool's term
     counts (a count that falls to 0 goes: no hash of a term no entry holds stays behind)."""
+    if not entry_ids:
+        return
     terms = connection.ops.quote_name(EntryTerm._meta.db_table)
     counts = connection.ops.quote_name(PoolTerm._meta.db_table)
     among = f"t.entry_id IN ({', '.join(['%s'] * len(entry_ids))})"

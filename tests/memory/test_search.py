@@ -18,7 +18,7 @@ from pytest_django.fixtures import Settings
 from memory.access import Reader
 from memory.forgetting import pool_purge
 from memory.lock import pool_read
-from memory.models import EntryTerm, PoolTerm
+from memory.models import Entry, EntryTerm, PoolTerm
 from memory.relevance import (
     BM25_CAP,
     BM25_FULL,
@@ -31,6 +31,7 @@ from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
 from openbot.errors import ApplicationError
+from tests.chats.test_turn_always_ends import damage
 from tests.conftest import Actor, CryptoSpy, World, error_fields
 from tests.memory.test_decryptions import group_fact, pin
 from tests.memory.test_routes_memory import FIELDS
@@ -258,6 +259,20 @@ def test_reindex_rekeys_the_index_after_a_key_change(world: World, settings: Set
     new = set(EntryTerm.objects.filter(entry_id=entry.id).values_list("term", flat=True))
     assert new.isdisjoint(old) and len(new) == len(old)
     # The old key's term counts went with its rows.
+    assert_counts_agree(world)
+
+
+def test_reindex_passes_over_an_entry_no_key_opens(world: World) -> None:
+    """[R2] An entry alone in its batch whose content no key opens is reported, its rows kept;
+    the batch after it is re-keyed."""
+    broken = pin(world, world.alice, "The wifi password changes every quarter.")
+    kept = pin(world, world.alice, "The printer jams on Mondays.")
+    damage(Entry, broken.id, "content")
+    out = StringIO()
+    call_command("reindex", "--batch-size", "1", stdout=out, stderr=StringIO())
+    assert f'"unreadable": ["{broken.id}"]' in out.getvalue()
+    assert EntryTerm.objects.filter(entry_id=broken.id).exists()
+    assert EntryTerm.objects.filter(entry_id=kept.id).exists()
     assert_counts_agree(world)
 
 
