@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from bench import pool as bench_pool
 from bench.dialogs import KINDS, Conversation, conversations
-from bench.timing import Timing, timed
+from bench.timing import Timing, timed_in_turn
 from memory.access import Reader, visible_in_order
 from memory.lock import pool_read
 from memory.models import Entry, EntryVector
@@ -182,14 +182,14 @@ def _recall(built: list[Built], reader_of: Callable[[Bot], Reader]) -> Result:
 
 
 def search_timed(
-    calls: list[tuple[Bot, Reader, str]], runs: int, *, route: bool
-) -> tuple[Timing, Timing]:
-    """Search (limit 10) p50/p95 over `calls` (bot, reader, question) in a fixed shuffled
-    order, and its floor: reading and decrypting exactly the entries it returned, by id. With
-    `route`, through the route (`GET …/memory/search`, DRF's test client, a real token), else
-    through the Python API."""
-    calls = list(calls)
-    random.Random(7).shuffle(calls)
+    groups: list[list[tuple[Bot, Reader, str]]], runs: int, *, route: bool
+) -> list[tuple[Timing, Timing]]:
+    """Search (limit 10) p50/p95 over each group of calls (bot, reader, question), each in a
+    fixed shuffled order, and its floor: reading and decrypting exactly the entries it
+    returned, by id. The groups' searches and floors take turns (`timed_in_turn`), so that a
+    step from one group (a pool size) to another is not the machine's drift between them.
+    With `route`, through the route (`GET …/memory/search`, DRF's test client, a real token),
+    else through the Python API."""
     clients: dict[tuple[str | None, str], APIClient] = {}
 
     def searched(bot: Bot, reader: Reader, text: str) -> list[str]:
@@ -208,17 +208,24 @@ def search_timed(
         assert response.status_code == 200, response.content
         return [entry["id"] for entry in response.json()["entries"]]
 
-    returned = {text: searched(bot, reader, text) for bot, reader, text in calls}
-    cycle = iter(range(10**9))
+    def in_turn(calls: list[tuple[Bot, Reader, str]]) -> tuple[Callable[[], None], ...]:
+        calls = list(calls)
+        random.Random(7).shuffle(calls)
+        returned = {text: searched(bot, reader, text) for bot, reader, text in calls}
+        searches = iter(range(10**9))
+        floors = iter(range(10**9))
 
-    def one_search() -> None:
-        searched(*calls[next(cycle) % len(calls)])
+        def one_search() -> None:
+            searched(*calls[next(searches) % len(calls)])
 
-    def one_floor() -> None:
-        _, _, text = calls[next(cycle) % len(calls)]
-        readable_values(Entry.objects.filter(id__in=returned[text]), *ENTRY_FIELDS)
+        def one_floor() -> None:
+            _, _, text = calls[next(floors) % len(calls)]
+            readable_values(Entry.objects.filter(id__in=returned[text]), *ENTRY_FIELDS)
 
-    return timed(one_search, runs=runs), timed(one_floor, runs=runs)
+        return one_search, one_floor
+
+    timings = timed_in_turn([call for calls in groups for call in in_turn(calls)], runs=runs)
+    return list(zip(timings[::2], timings[1::2], strict=True))
 
 
 def run(world: bench_pool.World, *, runs: int, reuse: bool) -> Result:
@@ -245,9 +252,9 @@ def run(world: bench_pool.World, *, runs: int, reuse: bool) -> Result:
         for pool in built
         for question in pool.conversation.questions
     ]
-    fresh = search_timed(calls, runs, route=True)
+    [fresh] = search_timed([calls], runs, route=True)
     bench_pool.settle()
-    analyzed = search_timed(calls, runs, route=True)
+    [analyzed] = search_timed([calls], runs, route=True)
     result = _recall(built, reader_of)
     return Result(
         recall=result.recall,

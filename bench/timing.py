@@ -2,7 +2,7 @@
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 from unittest import mock
@@ -32,15 +32,33 @@ class Cost:
 
 def timed(call: Callable[[], object], *, runs: int, warmup: int = 5) -> Timing:
     """Median and 95th percentile of `runs` calls, after `warmup` calls that are not counted."""
+    [timing] = timed_in_turn([call], runs=runs, warmup=warmup)
+    return timing
+
+
+def timed_in_turn(
+    calls: Sequence[Callable[[], object]], *, runs: int, warmup: int = 5
+) -> list[Timing]:
+    """`timed` of each of `calls`, the calls taking turns (one of each, `runs` times): every
+    figure is then taken over the same moments of a noisy machine, and how two of them differ
+    is not how the machine drifted between them."""
     for _ in range(warmup):
-        call()
-    samples = []
+        for call in calls:
+            call()
+    samples: list[list[float]] = [[] for _ in calls]
     for _ in range(runs):
-        started = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - started) * 1000)
-    percentiles = statistics.quantiles(samples, n=100, method="inclusive")
-    return Timing(p50_ms=statistics.median(samples), p95_ms=percentiles[94], runs=runs)
+        for call, taken in zip(calls, samples, strict=True):
+            started = time.perf_counter()
+            call()
+            taken.append((time.perf_counter() - started) * 1000)
+    return [
+        Timing(
+            p50_ms=statistics.median(taken),
+            p95_ms=statistics.quantiles(taken, n=100, method="inclusive")[94],
+            runs=runs,
+        )
+        for taken in samples
+    ]
 
 
 def cost_of(call: Callable[[], T]) -> tuple[T, Cost]:
