@@ -199,14 +199,16 @@ def pool_build(world: bench_pool.World, size: int, *, seed: int = 3) -> Bot:
     return bot
 
 
+def _reader(bot: Bot, world: bench_pool.World) -> Reader:
+    return Reader.person(bot=bot, person_id=world.chosen.id, organization_id=world.organization.id)
+
+
 def questions_of(world: bench_pool.World, bot: Bot, size: int, *, seed: int = 3) -> RecallPool:
     """The pool's questions with the ids of their answers: the reader's share is planned again
     and each answer found by its content among the entries the reader may see (contents of the
     share are unique)."""
     plan = _plan(world, size, seed)
-    reader = Reader.person(
-        bot=bot, person_id=world.chosen.id, organization_id=world.organization.id
-    )
+    reader = _reader(bot, world)
     with pool_read(bot.id):
         ids_by_content = {
             row["content"]: row["id"]
@@ -229,12 +231,6 @@ def _recall_at(ranks: list[int | None]) -> tuple[float, float, float]:
     )
 
 
-def _reader(built: RecallPool, world: bench_pool.World) -> Reader:
-    return Reader.person(
-        bot=built.bot, person_id=world.chosen.id, organization_id=world.organization.id
-    )
-
-
 def measure(
     built: RecallPool,
     world: bench_pool.World,
@@ -243,7 +239,7 @@ def measure(
     analyzed: tuple[Timing, Timing],
 ) -> Row:
     """Recall of the pool's questions, with its search timings (from `timings`)."""
-    reader = _reader(built, world)
+    reader = _reader(built.bot, world)
     with pool_read(built.bot.id):
         recent = [
             entry_id
@@ -282,7 +278,7 @@ def timings(
     turns (`recall_dialogs.search_timed`), so that a step from one size to the next is
     measured at the same moments."""
     groups = [
-        [(built.bot, _reader(built, world), question.text) for question in built.questions]
+        [(built.bot, _reader(built.bot, world), question.text) for question in built.questions]
         for built in pools
     ]
     bench_pool.statistics_forget()

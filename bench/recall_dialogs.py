@@ -208,7 +208,11 @@ def search_timed(
         assert response.status_code == 200, response.content
         return [entry["id"] for entry in response.json()["entries"]]
 
-    def in_turn(calls: list[tuple[Bot, Reader, str]]) -> tuple[Callable[[], None], ...]:
+    def in_turn(
+        calls: list[tuple[Bot, Reader, str]],
+    ) -> tuple[Callable[[], None], Callable[[], None]]:
+        """The next search of `calls` and the next floor, each cycling through them in one
+        fixed shuffled order."""
         calls = list(calls)
         random.Random(7).shuffle(calls)
         returned = {text: searched(bot, reader, text) for bot, reader, text in calls}

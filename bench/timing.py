@@ -51,14 +51,13 @@ def timed_in_turn(
             started = time.perf_counter()
             call()
             taken.append((time.perf_counter() - started) * 1000)
-    return [
-        Timing(
-            p50_ms=statistics.median(taken),
-            p95_ms=statistics.quantiles(taken, n=100, method="inclusive")[94],
-            runs=runs,
-        )
-        for taken in samples
-    ]
+    return [percentiles(taken) for taken in samples]
+
+
+def percentiles(samples: list[float]) -> Timing:
+    """Median and 95th percentile of `samples` (ms)."""
+    quantiles = statistics.quantiles(samples, n=100, method="inclusive")
+    return Timing(p50_ms=statistics.median(samples), p95_ms=quantiles[94], runs=len(samples))
 
 
 def cost_of(call: Callable[[], T]) -> tuple[T, Cost]:
