@@ -20,7 +20,6 @@ reused when an earlier run built it.
 import argparse
 import logging
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
-from bench.timing import Cost, Timing, cost_of
+from bench.timing import Cost, Timing, cost_of, percentiles
 
 if TYPE_CHECKING:  # bench.pool needs Django set up first
     from bench.pool import BuiltPool, World
@@ -41,7 +40,7 @@ INPUT = "Did the release slip again, and when does the new office open?"
 # The parts of `enrich_input` timed inside each turn: (module, attribute, name).
 PARTS = (
     ("memorybot.enrichment", "context", "context"),
-    ("memorybot.enrichment", "model_call", "model call"),
+    ("memorybot.duty", "model_call", "model call"),
     ("memorybot.enrichment", "validate_references", "validate_references"),
 )
 
@@ -62,11 +61,6 @@ class TurnRow:
     @property
     def met(self) -> bool:
         return self.overhead.p50_ms <= TARGET_MS
-
-
-def percentiles(samples: list[float]) -> Timing:
-    quantiles = statistics.quantiles(samples, n=100, method="inclusive")
-    return Timing(p50_ms=statistics.median(samples), p95_ms=quantiles[94], runs=len(samples))
 
 
 class Stopwatch:
