@@ -264,7 +264,7 @@ def test_a_purge_in_many_batches_deletes_every_row_of_every_purged_entry(
     for hanging in hanging_kinds:
         assert not hanging.objects.filter(entry_id__in=chain.ids).exists(), hanging
     assert not Entry.objects.filter(id__in=chain.ids).exists()
-    assert_counts_agree(world)
+    assert_counts_agree(world.bot)
 
 
 def test_an_import_commits_in_batches_sources_first(world: World, model: PoolModel) -> None:

@@ -31,6 +31,7 @@ from memory.search import search
 from memory.selectors import context
 from memory.terms import query_terms, term_hash, text_terms
 from openbot.errors import ApplicationError
+from openbot.models import Bot
 from tests.chats.test_turn_always_ends import damage
 from tests.conftest import Actor, CryptoSpy, World, error_fields
 from tests.memory.test_decryptions import group_fact, pin
@@ -61,10 +62,10 @@ def reference_scores(contents: dict[str, str], query: str, admitted: int) -> dic
     return scores
 
 
-def assert_counts_agree(world: World) -> None:
+def assert_counts_agree(bot: Bot) -> None:
     """The pool's term counts are its term rows counted: a term no entry holds has none."""
-    held = EntryTerm.objects.filter(bot=world.bot).values("term").annotate(n=Count("*"))
-    counted = PoolTerm.objects.filter(bot=world.bot).values_list("term", "entries")
+    held = EntryTerm.objects.filter(bot=bot).values("term").annotate(n=Count("*"))
+    counted = PoolTerm.objects.filter(bot=bot).values_list("term", "entries")
     assert dict(counted) == {row["term"]: row["n"] for row in held}
 
 
@@ -232,14 +233,14 @@ def test_purge_removes_the_index_rows(world: World) -> None:
     pin(world, world.alice, "Lisbon again, for a count of two.")
     assert EntryTerm.objects.filter(entry_id=entry.id).exists()
     assert PoolTerm.objects.get(bot=world.bot, term=term_hash("lisbon")).entries == 3
-    assert_counts_agree(world)
+    assert_counts_agree(world.bot)
     pool_purge(pool_id=world.bot.id, tag=f"from:{world.carol.person.id}")
     assert not EntryTerm.objects.filter(entry_id=entry.id).exists()
     assert EntryTerm.objects.filter(entry_id=kept.id).exists()
     assert PoolTerm.objects.get(bot=world.bot, term=term_hash("lisbon")).entries == 2
     [offsite] = text_terms("offsite")
     assert not PoolTerm.objects.filter(term=term_hash(offsite)).exists()
-    assert_counts_agree(world)
+    assert_counts_agree(world.bot)
 
 
 def test_reindex_rekeys_the_index_after_a_key_change(world: World, settings: Settings) -> None:
@@ -259,7 +260,7 @@ def test_reindex_rekeys_the_index_after_a_key_change(world: World, settings: Set
     new = set(EntryTerm.objects.filter(entry_id=entry.id).values_list("term", flat=True))
     assert new.isdisjoint(old) and len(new) == len(old)
     # The old key's term counts went with its rows.
-    assert_counts_agree(world)
+    assert_counts_agree(world.bot)
 
 
 def test_reindex_passes_over_an_entry_no_key_opens(world: World) -> None:
@@ -273,7 +274,7 @@ def test_reindex_passes_over_an_entry_no_key_opens(world: World) -> None:
     assert f'"unreadable": ["{broken.id}"]' in out.getvalue()
     assert EntryTerm.objects.filter(entry_id=broken.id).exists()
     assert EntryTerm.objects.filter(entry_id=kept.id).exists()
-    assert_counts_agree(world)
+    assert_counts_agree(world.bot)
 
 
 # --- The route [R1, A9] ----------------------------------------------------------------------

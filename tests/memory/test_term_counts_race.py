@@ -2,19 +2,18 @@
 its term rows counted while several writers remember entries with the same words at once and
 a purge counts others out (PostgreSQL only: parallel writers)."""
 
-import threading
-from collections.abc import Callable
 from functools import partial
 
 import pytest
-from django.db import connection, connections
-from django.db.models import Count
+from django.db import connection
 
 from memory.forgetting import pool_purge
-from memory.models import EntryTerm, PoolTerm
+from memory.models import EntryTerm
 from memory.services import entry_remember
 from openbot import services
 from openbot.models import Bot, Organization, Person
+from tests.memory.test_concurrency import Race, in_thread
+from tests.memory.test_search import assert_counts_agree
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="parallel writers need PG"),
@@ -38,20 +37,7 @@ def test_counts_agree_after_parallel_writers_and_a_purge() -> None:
     leaving = services.person_create(organization=org, name="leaving")
     for n in range(ENTRIES):
         remember(bot, leaving, org, f"Lisbon trams and the harbour, note {n}")
-    errors: list[BaseException] = []
-    start = threading.Barrier(WRITERS + 1)
-
-    def in_thread(work: Callable[[], None]) -> threading.Thread:
-        def run() -> None:
-            try:
-                start.wait()
-                work()
-            except BaseException as error:  # reported by the test, not lost in the thread
-                errors.append(error)
-            finally:
-                connections.close_all()
-
-        return threading.Thread(target=run)
+    race = Race()
 
     def write(person: Person) -> None:
         for n in range(ENTRIES):
@@ -60,17 +46,15 @@ def test_counts_agree_after_parallel_writers_and_a_purge() -> None:
     def purge() -> None:
         pool_purge(pool_id=bot.id, tag=f"from:{leaving.id}")
 
-    threads = [in_thread(partial(write, person)) for person in people]
-    threads.append(in_thread(purge))
+    threads = [in_thread(race, partial(write, person)) for person in people]
+    threads.append(in_thread(race, purge))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads)
-    assert errors == []
-    held = EntryTerm.objects.filter(bot=bot).values("term").annotate(n=Count("*"))
-    counted = dict(PoolTerm.objects.filter(bot=bot).values_list("term", "entries"))
-    assert counted == {row["term"]: row["n"] for row in held}
+    assert race.errors == []
+    assert_counts_agree(bot)
     assert EntryTerm.objects.filter(bot=bot).values("entry_id").distinct().count() == (
         WRITERS * ENTRIES
     )
