@@ -112,13 +112,8 @@ def test_a_never_analyzed_pool_is_searched_from_the_query_terms(world: World) ->
     assert totals == [(kind, min(loops, 1)) for kind, loops in totals]
 
 
-def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries(
-    world: World,
-) -> None:
-    """[Q1] When the pool holds many more rows of the query's terms than the reader has
-    entries (`ENTRY_FIRST` per entry and term), which the pool's term counts tell, BM25 does
-    not read the pool's term rows at all and looks up each admitted entry's own, once: its
-    cost follows what the reader may see, not how many hidden entries share a common word."""
+def crowded_plan(world: World) -> dict[str, Any]:
+    """The plan of BM25's statement for Alice in a pool crowded with Bob's matches."""
     for index in range(60):
         pin(world, world.bob, f"Bob's wifi note {index}: the office router is in the hall.")
     for index in range(3):
@@ -128,7 +123,22 @@ def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries
     assert [entry["content"] for entry in found] == [
         "The wifi password of the Graz office is orchid-42."
     ]
-    plan = explained(statement)
+    return explained(statement)
+
+
+def by_entry(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's lookups of an entry's own term rows."""
+    return [node for node in plan_nodes(plan) if node.get("Index Name") == "one_term_per_entry"]
+
+
+def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries(
+    world: World,
+) -> None:
+    """[Q1] When the pool holds many more rows of the query's terms than the reader has
+    entries (`ENTRY_FIRST` per entry and term), which the pool's term counts tell, BM25 does
+    not read the pool's term rows at all and looks up each admitted entry's own, once: its
+    cost follows what the reader may see, not how many hidden entries share a common word."""
+    plan = crowded_plan(world)
     # The pool's counts of the query's terms are read once...
     counts = [
         node["Actual Loops"]
@@ -152,9 +162,25 @@ def test_a_pool_crowded_with_hidden_matches_is_searched_from_the_readers_entries
     ]
     assert read and set(read) == {0}
     # ... and each of Alice's 4 entries' own term rows are looked up by the entry.
-    by_entry = [
-        node["Actual Loops"]
-        for node in plan_nodes(plan)
-        if node.get("Index Name") == "one_term_per_entry"
-    ]
-    assert by_entry == [4]
+    assert [node["Actual Loops"] for node in by_entry(plan)] == [4]
+
+
+def test_an_entrys_term_rows_are_one_range_in_a_large_never_analyzed_database(
+    world: World,
+) -> None:
+    """In a database whose term index is large (here 20,000 rows of another pool), a plan
+    without statistics descended the index once per term for each admitted entry, slower
+    than the analyzed plan, which reads the entry's range once and tests the terms on it
+    (docs/benchmarks.md, [R4]). The statement's form makes every plan do the latter: the
+    terms are not in the lookup's index condition."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memory_entryterm (term, frequency, length, bot_id, entry_id)"
+            " SELECT md5(n::text), 1, 8, %s, 'mem_other_' || (n / 8)"
+            " FROM generate_series(1, 20000) n",
+            [world.other_bot.id],
+        )
+    [lookup] = by_entry(crowded_plan(world))
+    assert lookup["Actual Loops"] == 4
+    assert "entry_id" in lookup["Index Cond"]
+    assert "term" not in lookup["Index Cond"]
